@@ -1,0 +1,45 @@
+# Trainyard: everything a fresh machine with Python 3.11+ and make needs.
+# `make plan` and `make test` install uv (into .tools/) and the locked environment (.venv/) themselves.
+
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+UV := .tools/bin/uv
+VENV := .venv
+STACK ?= local
+CRDS ?= ../shared/crds
+
+.PHONY: plan test lint typecheck check install render validate benchmark clean
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked --quiet
+	touch $@
+
+install: $(VENV)/.synced
+
+plan: install  ## the main job: plan the default stack offline (no credentials, no cluster)
+	$(VENV)/bin/trainyard plan $(STACK)
+
+render: install
+	$(VENV)/bin/trainyard render $(STACK) --out build/$(STACK)
+
+validate: install
+	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
+
+lint: install
+	$(VENV)/bin/ruff check infra policies tests benchmarks
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+test: install lint typecheck  ## lint, type check and the whole test suite
+	$(VENV)/bin/pytest
+
+benchmark: install
+	$(VENV)/bin/python benchmarks/render_scale.py
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache

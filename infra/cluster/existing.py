@@ -1,0 +1,46 @@
+"""An existing cluster (on-prem or kind): a provider from the secret kubeconfig, and the pools' node
+labels and taints applied to the named nodes with server-side NodePatches that destroy leaves alone."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.spec import Platform
+
+from . import ClusterHandle
+
+
+class ExistingCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, platform: Platform, kubeconfig: pulumi.Input[str] | None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainyard:cluster:Existing", name, None, opts)
+        spec = platform.spec.cluster.existing
+        assert spec is not None
+        self.provider = k8s.Provider(
+            "kubernetes",
+            kubeconfig=kubeconfig,
+            context=spec.context,
+            cluster_identifier=platform.cluster_name,
+            enable_server_side_apply=True,
+            delete_unreachable=False,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        patches: list[pulumi.Resource] = []
+        for flavor in platform.flavors:
+            for node in platform.pool(flavor.pool).nodes or []:
+                patches.append(k8s.core.v1.NodePatch(
+                    f"node-{node}",
+                    metadata={
+                        "name": node,
+                        "labels": dict(flavor.node_labels),
+                        "annotations": {"pulumi.com/patchForce": "true"},
+                    },
+                    spec={"taints": [dict(taint) for taint in flavor.taints]},
+                    opts=pulumi.ResourceOptions(parent=self, provider=self.provider, retain_on_delete=True),
+                ))
+        self.node_patches = tuple(patches)
+        self.register_outputs({"context": spec.context, "nodes": len(patches)})
+
+    def handle(self) -> ClusterHandle:
+        return ClusterHandle(provider=self.provider, component=self, node_setup=self.node_patches)

@@ -1,0 +1,171 @@
+"""Run the real Pulumi program (infra/__main__.py) under Pulumi's mocks and record every registration.
+
+A fresh event loop and fresh runtime settings per run; the monitor records each RegisterResourceRequest
+(with its options) and refuses resource references, which keeps remote components from flaking and
+gives inputs the shape policy packs see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import json_format
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+
+from infra.spec import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT
+
+from .fakes import OfflineMocks
+
+PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+SECRET = "[secret]"
+
+
+class DuplicateResource(Exception):
+    """Two registrations with one URN: the real engine refuses them; mocks would merge them silently."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    type: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    remote: bool
+    inputs: dict[str, Any]
+    depends_on: tuple[str, ...]
+    protect: bool
+    retain_on_delete: bool
+    provider: str
+
+    def ref(self) -> str:
+        return f"{self.type}::{self.name}"
+
+
+@dataclass(frozen=True)
+class Capture:
+    stack: str
+    project: str
+    resources: tuple[Registration, ...]  # sorted by (type, name)
+    outputs: dict[str, Any]
+
+
+def _urn_ref(urn: str) -> str:
+    """'urn:pulumi:s::p::a$b:c:D::name' (or a provider reference 'urn::id') -> 'b:c:D::name'."""
+    if not urn:
+        return ""
+    parts = urn.split("::")
+    return f"{parts[2].split('$')[-1]}::{parts[3]}"
+
+
+def _plain(value: Any) -> Any:
+    """Protobuf-decoded inputs with secrets masked."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return SECRET
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.records: list[Registration] = []
+        self.duplicates: list[str] = []
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type != "pulumi:pulumi:Stack":
+            record = Registration(
+                type=request.type,
+                name=request.name,
+                urn=urn,
+                parent=_urn_ref(request.parent),
+                custom=bool(request.custom),
+                remote=bool(request.remote),
+                inputs=_plain(json_format.MessageToDict(request.object)),
+                depends_on=tuple(sorted(_urn_ref(dep) for dep in request.dependencies)),
+                protect=request.HasField("protect") and request.protect,
+                retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
+                provider=_urn_ref(request.provider),
+            )
+            with self._lock:
+                if urn in self._seen:
+                    self.duplicates.append(urn)
+                self._seen.add(urn)
+                self.records.append(record)
+        return super().RegisterResource(request)
+
+    def SupportsFeature(self, request: Any) -> Any:  # noqa: N802
+        if request.id == "resourceReferences":
+            return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
+        return super().SupportsFeature(request)
+
+    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802
+        info = super().GetDeploymentInfo(request)
+        features = [f for f in info.supportedFeatures
+                    if f != pulumi_mocks.resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
+        del info.supportedFeatures[:]
+        info.supportedFeatures.extend(features)
+        return info
+
+
+def stack_config(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Stack-file config as the CLI hands it to a program: JSON strings, secure values masked."""
+    values: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            values[key] = SECRET
+            secret_keys.append(key)
+        else:
+            values[key] = value if isinstance(value, str) else json.dumps(value)
+    if KUBECONFIG_KEY in values and KUBECONFIG_KEY not in secret_keys:
+        secret_keys.append(KUBECONFIG_KEY)
+    return values, secret_keys
+
+
+def run(stack: str, config: dict[str, Any]) -> Capture:
+    """Run the program for one stack and return every registration, sorted, plus the stack outputs."""
+    if PLATFORM_KEY not in config:
+        raise ValueError(f"config has no {PLATFORM_KEY}")
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        settings.reset_options(project=PROJECT, stack=stack, preview=False)
+        values, secret_keys = stack_config(config)
+        pulumi.runtime.set_all_config(values, secret_keys)
+        monitor = RecordingMonitor(OfflineMocks())
+        pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+        exported: dict[str, Any] = {}
+
+        async def program() -> None:
+            runpy.run_path(str(PROGRAM), run_name="__main__")
+            root = settings.get_root_resource()
+            outputs = getattr(root, "outputs", {})
+            exported.update(await pulumi.Output.from_input(dict(outputs)).future() or {})
+
+        loop.run_until_complete(run_pulumi_func(program))
+    finally:
+        pulumi.runtime.set_all_config({})
+        settings.reset_options()
+        asyncio.set_event_loop(None)
+        loop.close()
+    if monitor.duplicates:
+        raise DuplicateResource(f"registered twice: {sorted(set(monitor.duplicates))[0]}")
+    resources = tuple(sorted(monitor.records, key=lambda r: (r.type, r.name, r.urn)))
+    return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported)

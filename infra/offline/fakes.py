@@ -1,0 +1,38 @@
+"""What the mock engine answers: deterministic ids, inputs echoed as outputs, and the few outputs
+that a real provider computes and the program reads (kubeconfigs, chart resource lists)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+
+FAKE_KUBECONFIG = json.dumps({
+    "apiVersion": "v1", "kind": "Config", "current-context": "offline",
+    "clusters": [{"name": "offline", "cluster": {"server": "https://offline.invalid"}}],
+    "contexts": [{"name": "offline", "context": {"cluster": "offline", "user": "offline"}}],
+    "users": [{"name": "offline", "user": {}}],
+})
+
+# Resource type -> extra outputs a real provider would compute. Cloud layers add their own entries.
+OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "kubernetes:helm.sh/v4:Chart": lambda inputs: {"resources": []},
+}
+
+# Invoke token -> its answer.
+CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+class OfflineMocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        outputs = dict(args.inputs)
+        extra = OUTPUTS.get(args.typ)
+        if extra:
+            outputs.update(extra(args.inputs))
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        answer = CALLS.get(args.token)
+        return (answer(args.args) if answer else {}), None

@@ -1,0 +1,17 @@
+"""In-cluster platform: one ComponentResource per concern, built from the spec on a cluster handle."""
+
+from __future__ import annotations
+
+from infra.cluster import ClusterHandle
+from infra.spec import Platform
+
+from .kueue import Kueue
+from .tenancy import Tenancy
+from .trainer import Trainer
+
+
+def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
+    provider = cluster.provider
+    tenancy = Tenancy("tenancy", platform, provider)
+    Trainer("trainer", platform, provider)
+    Kueue("kueue", platform, provider, tenancy.namespaces)

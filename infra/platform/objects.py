@@ -1,0 +1,66 @@
+"""Small shared pieces for the platform components: child options and Kubernetes object helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.spec.versions import Chart
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
+
+
+def child_opts(parent: pulumi.Resource, provider: pulumi.ProviderResource,
+               depends_on: Sequence[pulumi.Resource] = (), **options: Any) -> pulumi.ResourceOptions:
+    """Options for a resource owned by a component, on the cluster's provider."""
+    return pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=list(depends_on), **options)
+
+
+def metadata(name: str, namespace: str | None = None, labels: Mapping[str, str] | None = None,
+             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {})}}
+    if namespace:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def custom_object(name: str, api_version: str, kind: str, meta: dict[str, Any], spec: Any,
+                  opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
+    return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, metadata=meta, spec=spec,
+                                            opts=opts)
+
+
+def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """CRDs that a chart installs survive `pulumi destroy` and chart removal: deleting a CRD deletes
+    every object of that kind (all TrainJobs, all queues)."""
+    if args.type_.endswith("apiextensions.k8s.io/v1:CustomResourceDefinition"):
+        return pulumi.ResourceTransformResult(
+            props=args.props, opts=pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
+        )
+    return None
+
+
+def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any],
+               opts: pulumi.ResourceOptions, skip_crds: bool = False) -> k8s.helm.v4.Chart:
+    """An upstream chart at its pinned version, rendered by Pulumi (so previews show every object)."""
+    repository = {} if chart.oci else {"repository_opts": k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository)}
+    return k8s.helm.v4.Chart(
+        name,
+        chart=chart.repository if chart.oci else chart.name,
+        version=chart.version,
+        namespace=namespace,
+        values=dict(values),
+        skip_crds=skip_crds,
+        **repository,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
+    )
+
+
+def namespace(name: str, resource_name: str, opts: pulumi.ResourceOptions,
+              labels: Mapping[str, str] | None = None) -> k8s.core.v1.Namespace:
+    return k8s.core.v1.Namespace(resource_name, metadata=metadata(name, labels=labels), opts=opts)

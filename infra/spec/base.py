@@ -1,0 +1,92 @@
+"""Shared building blocks of the stack schema: strict frozen models and Kubernetes name/quantity types."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    """Every stack-file model: unknown keys are errors, values are immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"'{value}' is not a DNS label: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+def _label_key(value: str) -> str:
+    if len(value) > 316 or not _LABEL_KEY.match(value):
+        raise ValueError(f"'{value}' is not a valid Kubernetes label key (prefix/name)")
+    return value
+
+
+def _label_value(value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(f"'{value}' is not a valid Kubernetes label value")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+Labels = dict[LabelKey, LabelValue]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+_SUFFIX = {
+    "": Decimal(1), "m": Decimal("0.001"),
+    "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12), "P": Decimal(10**15),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50),
+}
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
+
+
+def parse_quantity(text: str | int | float) -> Decimal:
+    """A Kubernetes resource quantity ('64', '500m', '512Gi') as a number of base units."""
+    match = _QUANTITY.match(str(text))
+    if not match:
+        raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 64, 500m, 512Gi)")
+    return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
+
+
+def _quantity(value: str | int | float) -> str:
+    parse_quantity(value)
+    return str(value)
+
+
+Quantity = Annotated[str | int, AfterValidator(_quantity)]
+
+
+def format_cpu(amount: Decimal) -> str:
+    """Cores as an integer when whole, else millicores."""
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    return f"{int(amount * 1000)}m"
+
+
+def format_amount(resource: str, value: Decimal) -> str:
+    """A quantity as Kubernetes writes it: memory and storage in Gi/Mi, cpu in cores or millicores."""
+    if resource in {"memory", "storage", "requests.memory", "limits.memory", "requests.storage"} \
+            or resource.endswith("memory"):
+        for unit, size in (("Gi", 2**30), ("Mi", 2**20)):
+            if value % size == 0:
+                return f"{int(value // size)}{unit}"
+        return str(int(value))
+    if resource.endswith("cpu"):
+        return format_cpu(value)
+    return str(int(value))

@@ -1,0 +1,41 @@
+"""GPU models Trainyard knows: the name a stack uses, the label GPU Feature Discovery sets, memory.
+
+Cloud instance types map onto these models in the cloud catalog; on-prem pools name the model directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    product: str  # value of the nvidia.com/gpu.product label that GPU Feature Discovery sets
+    memory_gb: int
+    mig_profiles: tuple[str, ...] = ()
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    model.name: model
+    for model in (
+        GpuModel("H200-SXM-141GB", "NVIDIA-H200", 141, ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
+        GpuModel("H100-SXM-80GB", "NVIDIA-H100-80GB-HBM3", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("H100-NVL-94GB", "NVIDIA-H100-NVL", 94, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
+        GpuModel("A100-SXM-80GB", "NVIDIA-A100-SXM4-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("A100-SXM-40GB", "NVIDIA-A100-SXM4-40GB", 40, ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
+        GpuModel("A100-PCIE-80GB", "NVIDIA-A100-80GB-PCIe", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("L40S", "NVIDIA-L40S", 48),
+        GpuModel("L4", "NVIDIA-L4", 24),
+        GpuModel("A10G", "NVIDIA-A10G", 24),
+        GpuModel("T4", "Tesla-T4", 16),
+    )
+}
+
+
+def gpu_model(name: str) -> GpuModel:
+    try:
+        return GPU_MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(GPU_MODELS))
+        raise ValueError(f"unknown GPU model '{name}': use one of {known}") from None

@@ -1,0 +1,184 @@
+"""Facts computed once from a validated spec: flavors, capacity and quotas per resource, namespaces.
+
+Components read these; nothing downstream recomputes a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
+
+from .base import parse_quantity
+from .catalog import gpu_model
+from .platform import PlatformSpec
+from . import runtimes
+from .pools import GPU_RESOURCE, POOL_LABEL, PoolSpec
+from .teams import TeamSpec
+from .versions import Verdict, verdicts
+
+CPU, MEMORY = "cpu", "memory"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One Kueue ResourceFlavor per pool, and the capacity it offers per resource name."""
+
+    name: str
+    pool: str
+    node_labels: Mapping[str, str]
+    taints: tuple[Mapping[str, str], ...]
+    tolerations: tuple[Mapping[str, str], ...]
+    capacity: Mapping[str, Decimal]
+    gpu_resources: tuple[str, ...]
+    topology_levels: Mapping[str, str]
+    capacity_type: str
+
+
+@dataclass(frozen=True)
+class TeamFacts:
+    name: str
+    namespaces: tuple[str, ...]
+    queue: str  # ClusterQueue name
+    quota: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> nominal quota
+    borrowing: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> borrowingLimit
+    lending: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> lendingLimit
+    weight: Decimal
+    totals: Mapping[str, Decimal]  # resource -> sum over flavors (what a namespace may request)
+
+
+@dataclass(frozen=True)
+class Platform:
+    stack: str
+    spec: PlatformSpec
+    cluster_name: str
+    flavors: tuple[Flavor, ...]
+    teams: tuple[TeamFacts, ...]
+    covered_resources: tuple[str, ...]
+    quota_sums: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> sum of team nominal quotas
+    shared_pool: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> capacity no team is guaranteed
+    version_verdicts: tuple[Verdict, ...]
+    runtimes: tuple[Mapping[str, Any], ...]  # rendered ClusterTrainingRuntimes
+
+    def flavor(self, name: str) -> Flavor:
+        return next(flavor for flavor in self.flavors if flavor.name == name)
+
+    def pool(self, name: str) -> PoolSpec:
+        return self.spec.pools[name]
+
+
+def _gpu_resources(pool: PoolSpec) -> dict[str, Decimal]:
+    if not pool.is_gpu:
+        return {}
+    devices = Decimal(pool.node_count * (pool.per_node or 0) * pool.sharing.time_slicing)
+    return {GPU_RESOURCE: devices}
+
+
+def _flavor(name: str, pool: PoolSpec) -> Flavor:
+    labels = {POOL_LABEL: name, **pool.labels}
+    taints = tuple(taint.as_k8s() for taint in pool.effective_taints())
+    tolerations = tuple(taint.as_toleration() for taint in pool.effective_taints())
+    capacity = {
+        CPU: parse_quantity(pool.cpu) * pool.node_count,
+        MEMORY: parse_quantity(pool.memory) * pool.node_count,
+        **_gpu_resources(pool),
+    }
+    if pool.gpu is not None:
+        gpu_model(pool.gpu)
+    return Flavor(
+        name=name,
+        pool=name,
+        node_labels=MappingProxyType(labels),
+        taints=taints,
+        tolerations=tolerations,
+        capacity=MappingProxyType(capacity),
+        gpu_resources=tuple(sorted(_gpu_resources(pool))),
+        topology_levels=MappingProxyType(pool.topology_levels()),
+        capacity_type=pool.capacity_type,
+    )
+
+
+def _share(quantity: Decimal, part: Decimal, whole: Decimal) -> Decimal:
+    """The part/whole share of a pool-wide quantity, rounded down to a whole unit."""
+    return (quantity * part / whole).to_integral_value(rounding="ROUND_FLOOR") if whole else Decimal(0)
+
+
+def _team_quota(team: TeamSpec, flavor: Flavor, pool_name: str) -> tuple[dict[str, Decimal], Decimal | None,
+                                                                         Decimal | None]:
+    quota = team.pool_quota(pool_name)
+    gpus = Decimal(quota.gpus or 0)
+    resources: dict[str, Decimal] = {}
+    gpu_capacity = sum((flavor.capacity[r] for r in flavor.gpu_resources), Decimal(0))
+    for resource in (CPU, MEMORY):
+        declared = getattr(quota, resource)
+        if declared is not None:
+            resources[resource] = parse_quantity(declared)
+        else:
+            resources[resource] = _share(flavor.capacity[resource], gpus, gpu_capacity)
+    for resource in flavor.gpu_resources:
+        resources[resource] = gpus
+    borrowing = quota.borrowing_limit if quota.borrowing_limit is not None else team.borrowing_limit
+    lending = quota.lending_limit
+    return (resources,
+            Decimal(borrowing) if borrowing is not None else None,
+            Decimal(lending) if lending is not None else None)
+
+
+def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flavor]) -> TeamFacts:
+    quota: dict[str, Mapping[str, Decimal]] = {}
+    borrowing: dict[str, Mapping[str, Decimal | None]] = {}
+    lending: dict[str, Mapping[str, Decimal | None]] = {}
+    totals: dict[str, Decimal] = {}
+    for pool_name in team.quota:
+        flavor = flavors[pool_name]
+        resources, borrow, lend = _team_quota(team, flavor, pool_name)
+        quota[pool_name] = MappingProxyType(resources)
+        borrowing[pool_name] = MappingProxyType({r: borrow for r in flavor.gpu_resources})
+        lending[pool_name] = MappingProxyType({r: lend for r in flavor.gpu_resources})
+        for resource, amount in resources.items():
+            totals[resource] = totals.get(resource, Decimal(0)) + amount
+    return TeamFacts(
+        name=name,
+        namespaces=tuple(spec.namespaces(name)),
+        queue=name,
+        quota=MappingProxyType(quota),
+        borrowing=MappingProxyType(borrowing),
+        lending=MappingProxyType(lending),
+        weight=team.weight,
+        totals=MappingProxyType(totals),
+    )
+
+
+def derive(spec: PlatformSpec, stack: str) -> Platform:
+    flavors = {name: _flavor(name, pool) for name, pool in spec.pools.items()}
+    teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
+    gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})
+    sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
+    for team in teams:
+        for flavor_name, resources in team.quota.items():
+            for resource, amount in resources.items():
+                sums[flavor_name][resource] = sums[flavor_name].get(resource, Decimal(0)) + amount
+    return Platform(
+        stack=stack,
+        spec=spec,
+        cluster_name=spec.cluster.identifier(stack),
+        flavors=tuple(flavors.values()),
+        teams=teams,
+        covered_resources=(CPU, MEMORY, *gpu_names),
+        quota_sums=MappingProxyType({k: MappingProxyType(v) for k, v in sums.items()}),
+        shared_pool=MappingProxyType({
+            name: MappingProxyType({r: max(flavor.capacity.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
+                                           Decimal(0)) for r in ("cpu", "memory", *gpu_names)})
+            for name, flavor in flavors.items()
+        }),
+        version_verdicts=verdicts(spec.versions),
+        runtimes=_runtimes(spec, flavors),
+    )
+
+
+def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor]) -> tuple[Mapping[str, Any], ...]:
+    gpu_tolerations = [t for f in flavors.values() if f.gpu_resources for t in f.tolerations]
+    unique = [dict(t) for i, t in enumerate(gpu_tolerations) if t not in gpu_tolerations[:i]]
+    return tuple(runtimes.render(name, unique) for name in spec.trainer.runtimes)

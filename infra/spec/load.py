@@ -1,0 +1,97 @@
+"""Reading a stack: from a stack file (offline) or from Pulumi config (real engine), into a Platform."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .derive import Platform, derive
+from .errors import SpecError, from_validation_error
+from .platform import PlatformSpec
+
+PROJECT = "trainyard"
+PLATFORM_KEY = f"{PROJECT}:platform"
+KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
+_PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
+
+
+def stack_path(stack: str, root: Path) -> Path:
+    """A stack name (stacks/Pulumi.<name>.yaml) or a path to a stack file."""
+    candidate = Path(stack)
+    if candidate.suffix in {".yaml", ".yml"} or "/" in stack:
+        return candidate
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def stack_name(path: Path) -> str:
+    name = path.name
+    return name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+
+
+def read_stack_config(path: Path) -> dict[str, Any]:
+    """The `config:` mapping of a stack file, with one-line errors for every way it can be broken."""
+    if not path.is_file():
+        raise SpecError(str(path), "no such stack file: give a stack name from stacks/ or a path")
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise SpecError(str(path), "the stack file is empty: it needs a `config:` mapping with trainyard:platform")
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise SpecError(str(path), f"broken YAML{where}: {problem}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("config"), dict):
+        raise SpecError(str(path), "the stack file needs a top-level `config:` mapping")
+    return document["config"]
+
+
+def validate(raw: object, stack: str) -> Platform:
+    """Validate the structured config and derive every fact; raises SpecError on bad input."""
+    if not isinstance(raw, dict):
+        raise SpecError(PLATFORM_KEY, "must be a mapping with cluster, pools and teams")
+    try:
+        spec = PlatformSpec.model_validate(raw)
+    except ValidationError as error:
+        failure = from_validation_error(error, PLATFORM_KEY)
+        match = _PATH_IN_MESSAGE.match(failure.message)
+        if match and failure.path == PLATFORM_KEY:
+            raise SpecError(f"{PLATFORM_KEY}.{match.group(1)}", match.group(2)) from None
+        raise failure from None
+    return derive(spec, stack)
+
+
+def load_file(path: Path) -> Platform:
+    config = read_stack_config(path)
+    if PLATFORM_KEY not in config:
+        raise SpecError(str(path), f"config has no `{PLATFORM_KEY}` key")
+    unknown = sorted(key for key in config if key.startswith(f"{PROJECT}:") and key not in
+                     {PLATFORM_KEY, KUBECONFIG_KEY})
+    if unknown:
+        raise SpecError(unknown[0], f"unknown config key: Trainyard reads only {PLATFORM_KEY} and {KUBECONFIG_KEY}")
+    platform_value = config[PLATFORM_KEY]
+    if isinstance(platform_value, dict) and "secure" in platform_value and len(platform_value) == 1:
+        raise SpecError(PLATFORM_KEY, "must not be a secret: keep secrets in their own keys "
+                                      f"(e.g. {KUBECONFIG_KEY}); Pulumi returns secret objects in plaintext")
+    return validate(platform_value, stack_name(path))
+
+
+def load_pulumi() -> Platform:
+    """The real engine's path: the same validation, fed by `pulumi.Config`."""
+    import pulumi
+
+    config = pulumi.Config(PROJECT)
+    return validate(config.require_object("platform"), pulumi.get_stack())
+
+
+def secret_kubeconfig() -> object:
+    """The kubeconfig, from its own secret key (never from the structured object, which Pulumi would
+    hand back in plaintext). None when unset: the provider then uses the ambient kubeconfig."""
+    import pulumi
+
+    return pulumi.Config(PROJECT).get_secret("kubeconfig")

@@ -1,0 +1,111 @@
+"""The root of the stack schema: `trainyard:platform`, and the checks that span sections."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .base import DnsLabel, Strict
+from .cluster import ClusterSpec
+from .pools import PoolSpec
+from .runtimes import available as available_runtimes
+from .teams import TeamSpec
+from .versions import Versions, verdicts
+
+
+
+class Identity(Strict):
+    """How identity-provider groups appear in Kubernetes (the API server's --oidc-groups-prefix)."""
+
+    group_prefix: str = Field(default="", alias="groupPrefix")
+    platform_admins: list[str] = Field(default_factory=list, alias="platformAdmins")
+
+
+class WaitForPodsReady(Strict):
+    timeout: str = Field(default="10m", pattern=r"^[0-9]+(s|m|h)$")
+    recovery_timeout: str = Field(default="3m", alias="recoveryTimeout", pattern=r"^[0-9]+(s|m|h)$")
+
+
+class Queueing(Strict):
+    """Kueue settings shared by every team."""
+
+    cohort: DnsLabel = "trainyard"
+    fair_sharing: bool = Field(default=True, alias="fairSharing")
+    wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady, alias="waitForPodsReady")
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = Field(
+        default="BestEffortFIFO", alias="queueingStrategy"
+    )
+
+
+class TrainerSpec(Strict):
+    runtimes: list[str] = Field(default_factory=lambda: ["torch-distributed"])
+
+    @model_validator(mode="after")
+    def _known(self) -> TrainerSpec:
+        known = available_runtimes()
+        for name in self.runtimes:
+            if name not in known:
+                raise ValueError(f"unknown runtime '{name}': use one of {', '.join(known)}")
+        return self
+
+
+class PlatformSpec(Strict):
+    cluster: ClusterSpec
+    identity: Identity = Field(default_factory=Identity)
+    versions: Versions = Field(default_factory=Versions)
+    pools: dict[DnsLabel, PoolSpec]
+    teams: dict[DnsLabel, TeamSpec] = Field(default_factory=dict)
+    queueing: Queueing = Field(default_factory=Queueing)
+    trainer: TrainerSpec = Field(default_factory=TrainerSpec)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> PlatformSpec:
+        if not self.pools:
+            raise ValueError("declare at least one pool")
+        _check_nodes_unique(self.pools)
+        _check_team_quotas(self.pools, self.teams)
+        _check_namespaces_unique(self.teams)
+        for verdict in verdicts(self.versions):
+            if not verdict.ok:
+                raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
+        return self
+
+    def namespaces(self, team: str) -> list[str]:
+        return list(self.teams[team].namespaces or [team])
+
+
+def _check_nodes_unique(pools: dict[str, PoolSpec]) -> None:
+    owner: dict[str, str] = {}
+    for name, pool in pools.items():
+        for node in pool.nodes or []:
+            if node in owner:
+                raise ValueError(f"pools.{name}.nodes: node '{node}' already belongs to pool '{owner[node]}'")
+            owner[node] = name
+
+
+def _check_team_quotas(pools: dict[str, PoolSpec], teams: dict[str, TeamSpec]) -> None:
+    for team_name, team in teams.items():
+        for pool_name in team.quota:
+            where = f"teams.{team_name}.quota.{pool_name}"
+            if pool_name not in pools:
+                raise ValueError(f"{where}: no pool named '{pool_name}': declare it under pools or use one of "
+                                 f"{', '.join(sorted(pools))}")
+            quota, pool = team.pool_quota(pool_name), pools[pool_name]
+            if not pool.is_gpu and quota.gpus:
+                raise ValueError(f"{where}: pool '{pool_name}' has no GPUs: give {{cpu: N, memory: M}} instead")
+            if pool.is_gpu and quota.gpus is None:
+                raise ValueError(f"{where}: give `gpus`, the team's guaranteed GPUs in this pool")
+            if quota.lending_limit is not None and quota.gpus is not None and quota.lending_limit > quota.gpus:
+                raise ValueError(f"{where}.lendingLimit: {quota.lending_limit} is above the team's "
+                                 f"{quota.gpus} GPUs: a team can lend at most what it has")
+
+
+def _check_namespaces_unique(teams: dict[str, TeamSpec]) -> None:
+    owner: dict[str, str] = {}
+    for team_name, team in teams.items():
+        for namespace in team.namespaces or [team_name]:
+            if namespace in owner:
+                raise ValueError(f"teams.{team_name}.namespaces: '{namespace}' already belongs to team "
+                                 f"'{owner[namespace]}'")
+            owner[namespace] = team_name

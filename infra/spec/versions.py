@@ -1,0 +1,108 @@
+"""The one versions table: every upstream chart and image Trainyard installs, pinned, plus the
+compatibility matrix between Kueue, Kubeflow Trainer and JobSet.
+
+Facts (see docs/versions.md for the sources):
+- Kueue 0.17-0.19 are compiled against Trainer 2.2.x; Kueue 0.19.2's go.mod and e2e suite use
+  Trainer 2.2.1 with JobSet 0.12.0. Kueue 0.20 moves to Trainer 2.3.0.
+- Trainer 2.2.1 bundles JobSet 0.11.0 (and works with 0.12.0, which Kueue tests); 2.3.0 needs JobSet 0.12.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .base import Strict
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An upstream Helm chart at an exact version."""
+
+    name: str
+    repository: str  # an OCI reference (chart included) or a classic Helm repository URL
+    version: str
+
+    @property
+    def oci(self) -> bool:
+        return self.repository.startswith("oci://")
+
+
+def minor(version: str) -> str:
+    """'0.19.4' -> '0.19'."""
+    major, minor_part, *_ = version.lstrip("v").split(".")
+    return f"{major}.{minor_part}"
+
+
+# Known releases, newest patch last. A stack may pin any of these; anything else is a config error.
+KUEUE_RELEASES = ("0.19.2", "0.19.3", "0.19.4", "0.20.0")
+TRAINER_RELEASES = ("2.2.1", "2.3.0")
+JOBSET_RELEASES = ("0.11.0", "0.11.1", "0.12.0")
+
+# Trainer minor -> Kueue minors built against it; Trainer minor -> JobSet minors it runs with.
+TRAINER_FOR_KUEUE = {"0.17": "2.2", "0.18": "2.2", "0.19": "2.2", "0.20": "2.3"}
+JOBSET_FOR_TRAINER = {"2.2": ("0.11", "0.12"), "2.3": ("0.12",)}
+
+DEFAULT_KUEUE = "0.19.4"
+DEFAULT_TRAINER = "2.2.1"
+DEFAULT_JOBSET = "0.12.0"
+
+
+class Versions(Strict):
+    """Pinned versions of the in-cluster components; a stack overrides them only deliberately."""
+
+    kueue: Literal["0.19.2", "0.19.3", "0.19.4", "0.20.0"] = DEFAULT_KUEUE
+    trainer: Literal["2.2.1", "2.3.0"] = DEFAULT_TRAINER
+    jobset: Literal["0.11.0", "0.11.1", "0.12.0"] = DEFAULT_JOBSET
+
+    def kueue_chart(self) -> Chart:
+        return Chart("kueue", "oci://registry.k8s.io/kueue/charts/kueue", self.kueue)
+
+    def trainer_chart(self) -> Chart:
+        return Chart("kubeflow-trainer", "oci://ghcr.io/kubeflow/charts/kubeflow-trainer", self.trainer)
+
+    def jobset_chart(self) -> Chart:
+        return Chart("jobset", "oci://registry.k8s.io/jobset/charts/jobset", self.jobset)
+
+    def kueue_image(self) -> str:
+        return f"registry.k8s.io/kueue/kueue:v{self.kueue}"
+
+    def trainer_image(self) -> str:
+        return f"ghcr.io/kubeflow/trainer/trainer-controller-manager:v{self.trainer}"
+
+    def jobset_image(self) -> str:
+        return f"registry.k8s.io/jobset/jobset:v{self.jobset}"
+
+    def crd_dirs(self) -> dict[str, str]:
+        """Component -> the `<component>/v<minor>` directory of upstream CRDs that matches the pins."""
+        return {
+            "kueue": f"kueue/v{minor(self.kueue)}",
+            "trainer": f"trainer/v{minor(self.trainer)}",
+            "jobset": f"jobset/v{minor(self.jobset)}",
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pair: str
+    ok: bool
+    reason: str
+
+
+def verdicts(versions: Versions) -> tuple[Verdict, ...]:
+    """Every compatibility rule evaluated for these pins."""
+    kueue_minor, trainer_minor, jobset_minor = minor(versions.kueue), minor(versions.trainer), minor(versions.jobset)
+    wanted_trainer = TRAINER_FOR_KUEUE[kueue_minor]
+    jobsets = JOBSET_FOR_TRAINER[trainer_minor]
+    return (
+        Verdict(
+            f"kueue {versions.kueue} / trainer {versions.trainer}",
+            trainer_minor == wanted_trainer,
+            f"Kueue {kueue_minor} is built against Trainer {wanted_trainer}",
+        ),
+        Verdict(
+            f"trainer {versions.trainer} / jobset {versions.jobset}",
+            jobset_minor in jobsets,
+            f"Trainer {trainer_minor} runs with JobSet {' or '.join(jobsets)}",
+        ),
+    )
