@@ -54,6 +54,8 @@ class Versions(Strict):
     kueue: Literal["0.19.2", "0.19.3", "0.19.4", "0.20.0"] = DEFAULT_KUEUE
     trainer: Literal["2.2.1", "2.3.0"] = DEFAULT_TRAINER
     jobset: Literal["0.11.0", "0.11.1", "0.12.0"] = DEFAULT_JOBSET
+    # The cluster's Kubernetes minor: core objects are validated against its OpenAPI schema.
+    kubernetes: Literal["1.31", "1.32", "1.33", "1.34", "1.35"] = "1.34"
 
     def kueue_chart(self) -> Chart:
         return Chart("kueue", "oci://registry.k8s.io/kueue/charts/kueue", self.kueue)

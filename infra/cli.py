@@ -1,0 +1,127 @@
+"""The `trainyard` command: plan, render, validate and diff stacks offline (see docs/cli.md).
+
+Exit codes: 0 clean, 1 findings, 2 bad input. Bad input prints one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from infra.offline import engine
+from infra.offline.checks import default_crds_dir, run_checks
+from infra.offline.plan import write
+from infra.offline.report import summary
+from infra.spec import Finding, Platform, SpecError, load_file, stack_path
+from infra.spec.load import read_stack_config
+
+ROOT = Path(__file__).resolve().parents[1]
+CLEAN, FINDINGS, BAD_INPUT, INTERNAL = 0, 1, 2, 3
+
+
+def _load(stack: str) -> tuple[Path, Platform]:
+    path = stack_path(stack, ROOT)
+    return path, load_file(path)
+
+
+def _run(path: Path, platform: Platform) -> engine.Capture:
+    return engine.run(platform.stack, read_stack_config(path))
+
+
+def _exit_code(findings: Sequence[Finding]) -> int:
+    return FINDINGS if any(f.severity == "error" for f in findings) else CLEAN
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    path, platform = _load(args.stack)
+    capture = _run(path, platform)
+    crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
+    findings = run_checks(platform, capture, crds)
+    print(summary(platform, capture, findings))
+    if crds is None:
+        print("  (no CRD directory found: custom resources were not schema-checked; pass --crds DIR)")
+    return _exit_code(findings)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    path, platform = _load(args.stack)
+    capture = _run(path, platform)
+    out = Path(args.out)
+    count = write(capture, out)
+    print(f"rendered {len(capture.resources)} resources ({count} Kubernetes objects) to {out}")
+    return CLEAN
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    path, platform = _load(args.stack)
+    crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
+    if crds is not None and not crds.is_dir():
+        raise SpecError("--crds", f"{crds} is not a directory of CRDs (<component>/<minor>/*.yaml)")
+    capture = _run(path, platform)
+    findings = run_checks(platform, capture, crds)
+    checked = sum(1 for r in capture.resources if r.custom and r.type.startswith("kubernetes:"))
+    for finding in findings:
+        print(finding.line())
+    errors = sum(1 for f in findings if f.severity == "error")
+    print(f"validate {platform.stack}: {checked} objects and charts checked, {errors} error(s), "
+          f"{len(findings) - errors} warning(s)" + ("" if crds else " (custom resources not schema-checked)"))
+    return _exit_code(findings)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from infra.offline.diff import diff_stack
+
+    return diff_stack(ROOT, args.stack, args.base)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="trainyard", description="Plan, render and check Trainyard stacks offline.")
+    sub = top.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="validate, run offline, check, and print a summary")
+    plan.add_argument("stack", nargs="?", default="local")
+    plan.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
+    plan.set_defaults(func=cmd_plan)
+    render = sub.add_parser("render", help="write plan.json and manifests/")
+    render.add_argument("stack")
+    render.add_argument("--out", required=True)
+    render.set_defaults(func=cmd_render)
+    validate = sub.add_parser("validate", help="schema, policy, capacity and version checks")
+    validate.add_argument("stack")
+    validate.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
+    validate.set_defaults(func=cmd_validate)
+    diff = sub.add_parser("diff", help="unified diff of rendered manifests between a git ref and the work tree")
+    diff.add_argument("stack")
+    diff.add_argument("--base", default="origin/main")
+    diff.set_defaults(func=cmd_diff)
+    for register in EXTENSIONS:
+        register(sub)
+    return top
+
+
+# Subcommands that live with their concern register here: register(subparsers) adds one.
+EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SpecError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return BAD_INPUT
+    except engine.DuplicateResource as error:
+        print(f"error: {error}", file=sys.stderr)
+        return FINDINGS
+    except Exception as error:  # an unexpected failure is a bug: one line, traceback only on request
+        if os.environ.get("TRAINYARD_DEBUG"):
+            raise
+        print(f"internal error: {type(error).__name__}: {error} (set TRAINYARD_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""plan.json and manifests/: the reviewable, byte-stable rendering of one captured run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .engine import Capture, Registration
+
+KUBERNETES = "kubernetes:"
+NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")
+
+
+def plan_document(capture: Capture) -> dict[str, Any]:
+    return {
+        "stack": capture.stack,
+        "project": capture.project,
+        "resources": [
+            {
+                "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom, "remote": r.remote,
+                "inputs": r.inputs, "dependsOn": list(r.depends_on), "protect": r.protect,
+                "retainOnDelete": r.retain_on_delete, "provider": r.provider,
+            }
+            for r in capture.resources
+        ],
+        "outputs": capture.outputs,
+    }
+
+
+def is_object(record: Registration) -> bool:
+    """A Kubernetes object the program declares directly (not a chart, not a provider)."""
+    return record.custom and record.type.startswith(KUBERNETES) and not record.type.startswith(NOT_OBJECTS)
+
+
+def objects(capture: Capture) -> list[tuple[Registration, dict[str, Any]]]:
+    return [(record, record.inputs) for record in capture.resources if is_object(record)]
+
+
+def manifest_path(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    folder = meta.get("namespace") or "_cluster"
+    return f"{folder}/{obj['kind']}-{meta['name']}.yaml"
+
+
+def render_plan_json(capture: Capture) -> str:
+    return json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(capture: Capture, out: Path) -> int:
+    """Write plan.json and manifests/ under `out` (replacing what was there); returns the object count."""
+    manifests = out / "manifests"
+    if manifests.exists():
+        shutil.rmtree(manifests)
+    manifests.mkdir(parents=True)
+    (out / "plan.json").write_text(render_plan_json(capture), encoding="utf-8")
+    count = 0
+    for _, obj in objects(capture):
+        path = manifests / manifest_path(obj)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(obj, sort_keys=True, default_flow_style=False), encoding="utf-8")
+        count += 1
+    return count

@@ -1,0 +1,140 @@
+"""Schema checks of every declared object: custom resources against the upstream CRDs that match the
+pinned versions (including fields the API server would prune silently), core objects against the
+Kubernetes OpenAPI schemas of kubernetes-validate in strict mode."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from kubernetes_validate import utils as kv_utils
+from referencing import Registry, Resource
+
+from infra.spec import Finding
+
+# API group -> the component whose CRDs define it (a directory under --crds).
+CRD_COMPONENTS = {
+    "kueue.x-k8s.io": "kueue",
+    "trainer.kubeflow.org": "trainer",
+    "jobset.x-k8s.io": "jobset",
+    "velero.io": "velero",
+}
+ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class CrdIndex:
+    """openAPIV3Schema per (group, version, kind), read from one component directory each."""
+
+    def __init__(self, root: Path, dirs: dict[str, str]) -> None:
+        self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.missing: list[str] = []
+        for component, rel in sorted(dirs.items()):
+            folder = root / rel
+            if not folder.is_dir():
+                self.missing.append(rel)
+                continue
+            for path in sorted(folder.rglob("*.yaml")):
+                for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
+                    if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
+                        self._add(crd)
+
+    def _add(self, crd: dict[str, Any]) -> None:
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                key = (spec["group"], version["name"], spec["names"]["kind"])
+                self.schemas[key] = version["schema"]["openAPIV3Schema"]
+
+    def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
+        group, _, version = api_version.rpartition("/")
+        return self.schemas.get((group, version, kind))
+
+
+def pruned_fields(value: Any, schema: dict[str, Any], path: str = "") -> Iterator[str]:
+    """Paths the API server would drop: object keys that a structural schema does not declare."""
+    if not isinstance(schema, dict) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        additional = schema.get("additionalProperties")
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else key
+            if not path and key in ROOT_KEYS:
+                continue
+            if key in properties:
+                yield from pruned_fields(item, properties[key], child)
+            elif isinstance(additional, dict):
+                yield from pruned_fields(item, additional, child)
+            elif additional is not True:
+                yield child
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for position, item in enumerate(value):
+            yield from pruned_fields(item, schema["items"], f"{path}[{position}]")
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path) or "(root)"
+    return f"{where}: {error.message[:240]}"
+
+
+def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
+    schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", ""))
+    if schema is None:
+        return [f"no CRD for {obj.get('apiVersion')} {obj.get('kind')} in the pinned CRD directories"]
+    problems = [f"{p}: not in the CRD schema; the API server would prune it silently"
+                for p in pruned_fields(obj, schema)]
+    validator = jsonschema.Draft7Validator(schema)
+    problems += [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
+    name = obj.get("metadata", {}).get("name", "")
+    if not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        problems.append(f"metadata.name: '{name}' is not a DNS subdomain")
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def _core_validator(kind: str, api_version: str, k8s_version: str) -> jsonschema.Validator | None:
+    version = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) <= k8s_version][-1]
+    folder = f"kubernetes-json-schema/v{version}-local-strict"
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = kv_utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", k8s_version)
+    except FileNotFoundError:
+        return None
+    definitions = kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
+    """kubernetes-validate's strict schemas (unknown fields are errors), validators cached per kind."""
+    validator = _core_validator(obj.get("kind", ""), obj.get("apiVersion", ""), k8s_version)
+    if validator is None:
+        return [f"no Kubernetes {k8s_version} schema for {obj.get('apiVersion')} {obj.get('kind')}"]
+    return [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
+
+
+def is_custom(obj: dict[str, Any]) -> bool:
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    return group in CRD_COMPONENTS
+
+
+def schema_findings(objects: list[dict[str, Any]], index: CrdIndex | None, k8s_version: str) -> list[Finding]:
+    findings: list[Finding] = []
+    for obj in objects:
+        subject = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        if is_custom(obj):
+            problems = check_custom(obj, index) if index is not None else []
+        else:
+            problems = check_core(obj, k8s_version)
+        findings += [Finding("schema", subject, problem) for problem in problems]
+    if index is not None:
+        findings += [Finding("schema", f"crds/{rel}", "CRD directory missing: custom resources of this "
+                             "component were not checked") for rel in index.missing]
+    return findings
+

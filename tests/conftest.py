@@ -1,0 +1,66 @@
+"""Shared fixtures: stacks loaded and run under the offline engine once per test session."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.offline import engine
+from infra.offline.plan import objects
+from infra.spec import Platform, load_file, validate
+from infra.spec.load import PLATFORM_KEY, read_stack_config
+
+ROOT = Path(__file__).resolve().parents[1]
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+CRDS = ROOT.parent / "shared" / "crds"
+
+
+def stack_file(stack: str) -> Path:
+    return ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+@functools.cache
+def platform_of(stack: str) -> Platform:
+    return load_file(stack_file(stack))
+
+
+@functools.cache
+def capture_of(stack: str) -> engine.Capture:
+    return engine.run(stack, read_stack_config(stack_file(stack)))
+
+
+def raw_platform(stack: str) -> dict[str, Any]:
+    """A deep copy of a stack's trainyard:platform mapping, to derive variants from in tests."""
+    return copy.deepcopy(read_stack_config(stack_file(stack))[PLATFORM_KEY])
+
+
+def run_raw(stack: str, raw: dict[str, Any]) -> engine.Capture:
+    """Run the program for an edited platform mapping (validated first, as the CLI does)."""
+    validate(raw, stack)
+    return engine.run(stack, {PLATFORM_KEY: raw})
+
+
+def write_stack(tmp_path: Path, raw: dict[str, Any], name: str = "test") -> Path:
+    path = tmp_path / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": {PLATFORM_KEY: raw}}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def kube_objects(capture: engine.Capture, kind: str | None = None) -> list[dict[str, Any]]:
+    return [obj for _, obj in objects(capture) if kind is None or obj.get("kind") == kind]
+
+
+@pytest.fixture
+def crds_dir() -> Path:
+    """The upstream CRDs; CI must have them, a developer machine may skip without them."""
+    if not CRDS.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CRDS} is missing in CI: the schema tests must run there")
+        pytest.skip(f"{CRDS} not present")
+    return CRDS
