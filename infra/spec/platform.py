@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
@@ -41,13 +41,14 @@ class Queueing(Strict):
 class TrainerSpec(Strict):
     runtimes: list[str] = Field(default_factory=lambda: ["torch-distributed"])
 
-    @model_validator(mode="after")
-    def _known(self) -> TrainerSpec:
+    @field_validator("runtimes")
+    @classmethod
+    def _known(cls, names: list[str]) -> list[str]:
         known = available_runtimes()
-        for name in self.runtimes:
+        for name in names:
             if name not in known:
                 raise ValueError(f"unknown runtime '{name}': use one of {', '.join(known)}")
-        return self
+        return names
 
 
 class PlatformSpec(Strict):

@@ -1,0 +1,124 @@
+"""The offline engine: what each team and pool becomes, determinism, duplicate detection."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from infra.offline import engine
+from infra.offline.plan import render_plan_json, write
+from infra.spec.load import PLATFORM_KEY, read_stack_config
+from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
+
+from .conftest import capture_of, kube_objects, platform_of, stack_file
+
+
+def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:
+    matches = [o for o in objs if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace]
+    assert len(matches) == 1, f"{name} in {namespace}: {len(matches)} objects"
+    return matches[0]
+
+
+def test_each_team_becomes_namespaces_quota_and_queues() -> None:
+    capture, platform = capture_of("onprem-lab"), platform_of("onprem-lab")
+    for team_name, team in platform.spec.teams.items():
+        cq = _by_name(kube_objects(capture, "ClusterQueue"), team_name)
+        selected = cq["spec"]["namespaceSelector"]["matchExpressions"][0]["values"]
+        assert selected == platform.spec.namespaces(team_name)
+        flavors = {f["name"]: f for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+        assert set(flavors) == set(team.quota)
+        for pool_name in team.quota:
+            quota = team.pool_quota(pool_name)
+            if quota.gpus is not None:
+                gpu = next(r for r in flavors[pool_name]["resources"] if r["name"] == GPU_RESOURCE)
+                assert int(gpu["nominalQuota"]) == quota.gpus
+        for ns in platform.spec.namespaces(team_name):
+            _by_name(kube_objects(capture, "Namespace"), ns)
+            lq = _by_name(kube_objects(capture, "LocalQueue"), team_name, ns)
+            assert lq["spec"]["clusterQueue"] == team_name
+
+
+def test_each_pool_becomes_labelled_tainted_nodes_and_a_flavor() -> None:
+    capture, platform = capture_of("onprem-lab"), platform_of("onprem-lab")
+    patches = {r.inputs["metadata"]["name"]: r for r in capture.resources if r.type == "kubernetes:core/v1:NodePatch"}
+    for pool_name, pool in platform.spec.pools.items():
+        for node in pool.nodes or []:
+            record = patches[node]
+            assert record.retain_on_delete, "destroy must not strip labels from existing nodes"
+            assert record.inputs["metadata"]["labels"][POOL_LABEL] == pool_name
+            taints = record.inputs.get("spec", {}).get("taints", [])
+            assert bool(taints) == pool.is_gpu
+        flavor = _by_name(kube_objects(capture, "ResourceFlavor"), pool_name)
+        assert flavor["spec"]["nodeLabels"][POOL_LABEL] == pool_name
+        assert ("topologyName" in flavor["spec"]) == (pool.topology is not None)
+    assert len(patches) == sum(len(p.nodes or []) for p in platform.spec.pools.values())
+
+
+def test_queue_objects_wait_for_the_kueue_release() -> None:
+    capture = capture_of("onprem-lab")
+    for record in capture.resources:
+        if record.type.startswith("kubernetes:kueue.x-k8s.io/"):
+            assert "kubernetes:helm.sh/v4:Chart::kueue" in record.depends_on, record.name
+        if record.type.endswith(":ClusterTrainingRuntime"):
+            assert "kubernetes:helm.sh/v4:Chart::kubeflow-trainer" in record.depends_on
+
+
+def test_everything_in_cluster_uses_the_stack_provider() -> None:
+    for record in capture_of("onprem-lab").resources:
+        if record.custom and record.type.startswith("kubernetes:"):
+            assert record.provider == "pulumi:providers:kubernetes::kubernetes", record.name
+
+
+def test_kubeconfig_is_masked_as_a_secret() -> None:
+    provider = next(r for r in capture_of("onprem-lab").resources if r.type == "pulumi:providers:kubernetes")
+    config = read_stack_config(stack_file("onprem-lab"))
+    # the lab file has no kubeconfig: the provider falls back to the ambient one, never a plaintext copy
+    assert "kubeconfig" not in provider.inputs or provider.inputs["kubeconfig"] == "[secret]"
+    run = engine.run("onprem-lab", {**config, "trainyard:kubeconfig": {"secure": "v1:abcd"}})
+    provider = next(r for r in run.resources if r.type == "pulumi:providers:kubernetes")
+    assert provider.inputs["kubeconfig"] == "[secret]"
+
+
+def test_two_runs_render_byte_identical_trees(tmp_path: Path) -> None:
+    config = read_stack_config(stack_file("onprem-lab"))
+    first, second = tmp_path / "a", tmp_path / "b"
+    write(engine.run("onprem-lab", config), first)
+    write(engine.run("onprem-lab", config), second)
+    comparison = filecmp.dircmp(first, second)
+    assert (first / "plan.json").read_bytes() == (second / "plan.json").read_bytes()
+    stack = [comparison]
+    files = 0
+    while stack:
+        current = stack.pop()
+        assert not current.left_only and not current.right_only and not current.diff_files, current.report()
+        files += len(current.same_files)
+        stack.extend(current.subdirs.values())
+    assert files > 20
+
+
+def test_duplicate_urns_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mocks merge two registrations with one URN silently; the engine must not."""
+    import infra.platform.tenancy as tenancy
+
+    original = tenancy.Tenancy._namespace
+
+    def twice(self, team, ns, provider):  # type: ignore[no-untyped-def]
+        original(self, team, ns, provider)
+        pulumi.ComponentResource("trainyard:test:Dup", "dup", None, pulumi.ResourceOptions(parent=self))
+
+    monkeypatch.setattr(tenancy.Tenancy, "_namespace", twice)
+    with pytest.raises(engine.DuplicateResource, match="registered twice"):
+        engine.run("onprem-lab", read_stack_config(stack_file("onprem-lab")))
+
+
+def test_plan_json_is_sorted_and_complete() -> None:
+    capture = capture_of("onprem-lab")
+    keys = [(r.type, r.name) for r in capture.resources]
+    assert keys == sorted(keys)
+    text = render_plan_json(capture)
+    assert '"stack": "onprem-lab"' in text and '"retainOnDelete": true' in text
+    config = read_stack_config(stack_file("onprem-lab"))
+    assert config[PLATFORM_KEY]["cluster"]["existing"]["context"] in text
