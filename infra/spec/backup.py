@@ -1,0 +1,158 @@
+"""Backup: Velero tiers (schedule + TTL), where backups go, and the restore drill.
+
+Defaults cover every team namespace in three tiers, so a stack without a `backup:` section is protected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from .base import DnsLabel, Strict
+from .storage import StorageFacts, storage_of
+
+DURATION = r"^[0-9]+h$"
+DRILL_PREFIX = "drill-"
+# The secret Pulumi config key holding the provider's credentials file (Velero's `cloud` key).
+CREDENTIALS_KEY = "trainyard:backupCredentials"
+
+
+class Tier(Strict):
+    """One Velero Schedule: a cron, the backups' TTL, whether volume data is copied, and which teams
+    it covers (None: every team)."""
+
+    schedule: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    ttl: str = Field(pattern=DURATION)
+    volumes: bool = True
+    teams: list[DnsLabel] | None = None
+
+
+def _default_tiers() -> dict[str, Tier]:
+    # Hourly copies objects only (cheap, short-lived); daily and weekly also move volume data.
+    return {
+        "hourly": Tier(schedule="0 * * * *", ttl="48h", volumes=False),
+        "daily": Tier(schedule="0 2 * * *", ttl="720h"),
+        "weekly": Tier(schedule="0 3 * * 0", ttl="2160h"),
+    }
+
+
+class Location(Strict):
+    """Where backups go. Without `bucket`, the stack's own backup bucket (storage) is used. `s3Url`
+    points the AWS plugin at an S3-compatible store (Ceph RGW, SeaweedFS, ...). `identity` are the
+    Velero service account's workload-identity annotations; without them credentials come from the
+    secret config key trainyard:backupCredentials."""
+
+    bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9/_-]*$")
+    s3_url: str | None = Field(default=None, alias="s3Url", pattern=r"^https?://\S+$")
+    region: str | None = None
+    identity: dict[str, str] | None = None
+
+
+class Drill(Strict):
+    """A scheduled restore of the latest backup of one tier into drill-<namespace>, checked and removed."""
+
+    schedule: str = Field(default="30 5 * * 1", pattern=r"^(\S+\s+){4}\S+$")
+    tier: DnsLabel = "daily"
+    timeout_minutes: int = Field(default=90, gt=0, le=24 * 60, alias="timeoutMinutes")
+
+
+class BackupSpec(Strict):
+    tiers: dict[DnsLabel, Tier] = Field(default_factory=_default_tiers)
+    location: Location = Field(default_factory=Location)
+    drill: Drill = Field(default_factory=Drill)
+
+    @field_validator("tiers")
+    @classmethod
+    def _some(cls, tiers: dict[str, Tier]) -> dict[str, Tier]:
+        if not tiers:
+            raise ValueError("declare at least one tier, e.g. daily: {schedule: '0 2 * * *', ttl: 720h}")
+        return tiers
+
+
+@dataclass(frozen=True)
+class Schedule:
+    tier: str
+    cron: str
+    ttl: str
+    volumes: bool
+    namespaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BackupFacts:
+    provider: str  # the Velero object-store plugin: aws | gcp | azure
+    bucket: str
+    prefix: str
+    config: Mapping[str, str]  # BackupStorageLocation.spec.config
+    identity: Mapping[str, str] | None
+    schedules: tuple[Schedule, ...]
+    drill_schedule: Schedule
+    drill_namespaces: Mapping[str, str]  # team namespace -> its drill namespace
+
+
+PROVIDER_FOR_PROFILE = {"rook-ceph": "aws", "nfs": "aws", "aws": "aws", "gcp": "gcp", "azure": "azure"}
+
+
+def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
+                  teams: Mapping[str, tuple[str, ...]]) -> BackupFacts:
+    """The location, one Schedule per tier with the namespaces it covers, and the drill's mapping."""
+    where = "backup.location"
+    profile, region = storage.profile, storage.region
+    own = next((b.name for b in storage.buckets if b.team is None), None)
+    bucket = spec.location.bucket or own
+    if bucket is None:
+        raise ValueError(f"{where}.bucket: storage profile '{profile}' has no object store: name an external "
+                         "bucket (and its s3Url)")
+    provider = PROVIDER_FOR_PROFILE[profile]
+    config: dict[str, Any] = {}
+    if provider == "aws":
+        s3_url = spec.location.s3_url or storage.rgw_url
+        if profile == "nfs" and s3_url is None:
+            raise ValueError(f"{where}.s3Url: an external bucket needs the S3 endpoint URL")
+        config["region"] = spec.location.region or region or "us-east-1"
+        if s3_url:
+            config.update({"s3Url": s3_url, "s3ForcePathStyle": "true"})
+    elif provider == "azure":
+        config = {"resourceGroup": storage.azure_resource_group or "",
+                  "storageAccount": storage.azure_account or "", "useAAD": "true"}
+    for name, tier in spec.tiers.items():
+        unknown = sorted(set(tier.teams or []) - set(teams))
+        if unknown:
+            raise ValueError(f"backup.tiers.{name}.teams: no team named '{unknown[0]}'")
+    if spec.drill.tier not in spec.tiers:
+        raise ValueError(f"backup.drill.tier: no tier named '{spec.drill.tier}': use one of "
+                         f"{', '.join(sorted(spec.tiers))}")
+    schedules = tuple(
+        Schedule(name, tier.schedule, tier.ttl, tier.volumes,
+                 tuple(ns for team in (teams if tier.teams is None else tier.teams) for ns in teams[team]))
+        for name, tier in spec.tiers.items()
+    )
+    drill = next(s for s in schedules if s.tier == spec.drill.tier)
+    mapping = {}
+    for ns in drill.namespaces:
+        target = f"{DRILL_PREFIX}{ns}"
+        if len(target) > 63:
+            raise ValueError(f"backup.drill: namespace '{ns}' is too long for its drill namespace '{target}' "
+                             "(63 characters at most): shorten it")
+        mapping[ns] = target
+    return BackupFacts(
+        provider=provider,
+        bucket=bucket,
+        prefix=spec.location.prefix or cluster_name,
+        config=config,
+        identity=spec.location.identity,
+        schedules=tuple(s for s in schedules if s.namespaces),  # an empty list would mean "all namespaces"
+        drill_schedule=drill,
+        drill_namespaces=mapping,
+    )
+
+
+def backup_of(spec: Any, cluster_name: str) -> tuple[StorageFacts, BackupFacts]:
+    """Storage and backup facts of a PlatformSpec (typed Any: platform.py imports this module)."""
+    storage = storage_of(spec, cluster_name)
+    teams = {name: tuple(spec.namespaces(name)) for name in spec.teams}
+    return storage, derive_backup(spec.backup, storage, cluster_name, teams)

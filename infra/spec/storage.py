@@ -1,0 +1,330 @@
+"""Storage: where training data lives per environment, and the classes, volumes and buckets derived from it.
+
+A profile names the storage system (Rook-Ceph or NFS on-prem; EBS/EFS/FSx, PD/Filestore/GCS FUSE,
+Azure Disk/Files/Blob in the clouds). Its default follows the cluster kind, so a stack without a
+`storage:` section still gets a complete, retained storage layer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from .base import DnsLabel, Quantity, Strict
+
+Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]
+CLOUD_PROFILES = ("aws", "gcp", "azure")
+# Cluster kind -> the storage profile a stack gets when it names none.
+PROFILE_FOR_KIND: dict[str, Profile] = {"existing": "rook-ceph", "eks": "aws", "gke": "gcp", "aks": "azure"}
+
+# The three classes every profile offers: team datasets and checkpoints (RWX, Retain) and scratch
+# (same backend, Delete: drill restores and temporary volumes go away with their namespace).
+DATASETS, CHECKPOINTS, SCRATCH, BLOCK = "datasets", "checkpoints", "scratch", "block"
+VELERO_VSC_LABEL = "velero.io/csi-volumesnapshot-class"
+
+
+class RookCeph(Strict):
+    """A Rook-Ceph cluster (names as in rook/rook deploy/examples)."""
+
+    namespace: DnsLabel = "rook-ceph"
+    cluster_id: DnsLabel = Field(default="rook-ceph", alias="clusterId")
+    block_pool: DnsLabel = Field(default="replicapool", alias="blockPool")
+    filesystem: DnsLabel = "myfs"
+    data_pool: DnsLabel = Field(default="myfs-replicated", alias="dataPool")
+    object_store: DnsLabel = Field(default="my-store", alias="objectStore")
+
+
+class Nfs(Strict):
+    """An NFS export served through csi-driver-nfs (nfs.csi.k8s.io)."""
+
+    server: str = Field(min_length=1)
+    share: str = Field(pattern=r"^/")
+
+
+class Aws(Strict):
+    """EFS backs checkpoints (and datasets unless FSx is given); FSx for Lustre backs datasets when set."""
+
+    efs_file_system_id: str | None = Field(default=None, alias="efsFileSystemId", pattern=r"^fs-[0-9a-f]+$")
+    fsx_subnet_id: str | None = Field(default=None, alias="fsxSubnetId", pattern=r"^subnet-[0-9a-f]+$")
+    fsx_security_group_ids: list[str] = Field(default_factory=list, alias="fsxSecurityGroupIds")
+
+
+class Gcp(Strict):
+    network: str = "default"
+    filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
+                                                                                   alias="filestoreTier")
+
+
+class Azure(Strict):
+    resource_group: str | None = Field(default=None, alias="resourceGroup")
+
+
+class TeamVolumes(Strict):
+    datasets: Quantity = "10Ti"
+    checkpoints: Quantity = "2Ti"
+
+
+class Cleanup(Strict):
+    """Finished TrainJobs are deleted this long after they finish (their JobSets and pods go with them)."""
+
+    finished_train_jobs: str = Field(default="168h", alias="finishedTrainJobs", pattern=r"^[0-9]+h$")
+    schedule: str = "17 * * * *"
+
+
+class StorageSpec(Strict):
+    profile: Profile | None = None  # None: derived from the cluster kind
+    region: str | None = None  # cloud profiles: where buckets live; defaults to the cluster's region
+    bucket_prefix: str | None = Field(default=None, alias="bucketPrefix",
+                                      pattern=r"^[a-z0-9][a-z0-9-]{1,40}$")
+    rook_ceph: RookCeph = Field(default_factory=RookCeph, alias="rookCeph")
+    nfs: Nfs | None = None
+    aws: Aws = Field(default_factory=Aws)
+    gcp: Gcp = Field(default_factory=Gcp)
+    azure: Azure = Field(default_factory=Azure)
+    volumes: TeamVolumes = Field(default_factory=TeamVolumes)
+    teams: dict[DnsLabel, TeamVolumes] = Field(default_factory=dict)  # per-team size overrides
+    cleanup: Cleanup = Field(default_factory=Cleanup)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^[a-z0-9-]+$", value):
+            raise ValueError(f"'{value}' is not a cloud region name "
+                             "(examples: eu-west-1, europe-west4, westeurope)")
+        return value
+
+
+@dataclass(frozen=True)
+class Klass:
+    """A StorageClass to declare."""
+
+    name: str
+    provisioner: str
+    parameters: Mapping[str, str]
+    reclaim: Literal["Retain", "Delete"]
+    binding: Literal["Immediate", "WaitForFirstConsumer"] = "Immediate"
+    mount_options: tuple[str, ...] = ()
+    expandable: bool = True
+    snapshots: bool = True  # the driver implements CSI snapshots (else Velero backs it up by fs-backup)
+    static: bool = False  # volumes are pre-created PVs bound to a bucket, not provisioned
+
+
+@dataclass(frozen=True)
+class SnapshotClass:
+    name: str
+    driver: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """An object storage bucket Trainyard owns; `team` is None for the stack's backup bucket."""
+
+    key: str  # resource-name suffix: backups, <team>-datasets
+    name: str  # the bucket's name in the object store
+    team: str | None
+    namespace: str  # where the on-prem claim (and its credentials) live
+
+
+@dataclass(frozen=True)
+class Volume:
+    team: str
+    namespace: str
+    name: str  # datasets | checkpoints
+    klass: str
+    size: str
+    bucket: str | None = None  # static volumes: the bucket they mount
+
+
+@dataclass(frozen=True)
+class StorageFacts:
+    profile: Profile
+    region: str | None
+    classes: tuple[Klass, ...]
+    snapshot_classes: tuple[SnapshotClass, ...]
+    buckets: tuple[Bucket, ...]
+    volumes: tuple[Volume, ...]
+    bucket_class: str | None  # on-prem: the StorageClass that ObjectBucketClaims use
+    rgw_url: str | None  # on-prem: the Ceph RGW S3 endpoint inside the cluster
+    azure_resource_group: str | None
+    azure_account: str | None  # the storage account holding the blob containers
+
+    def klass(self, name: str) -> Klass:
+        return next(k for k in self.classes if k.name == name)
+
+
+def _rook_classes(spec: RookCeph) -> tuple[list[Klass], list[SnapshotClass]]:
+    def secrets(kind: str) -> dict[str, str]:
+        return {
+            f"csi.storage.k8s.io/{role}-secret-{part}": value
+            for role, suffix in (("provisioner", "provisioner"), ("controller-expand", "provisioner"),
+                                 ("node-stage", "node"))
+            for part, value in (("name", f"rook-csi-{kind}-{suffix}"), ("namespace", spec.namespace))
+        }
+
+    rbd = "rook-ceph.rbd.csi.ceph.com"
+    cephfs = "rook-ceph.cephfs.csi.ceph.com"
+    block = {"clusterID": spec.cluster_id, "pool": spec.block_pool, "imageFormat": "2",
+             "imageFeatures": "layering", "csi.storage.k8s.io/fstype": "ext4", **secrets("rbd")}
+    shared = {"clusterID": spec.cluster_id, "fsName": spec.filesystem, "pool": spec.data_pool,
+              **secrets("cephfs")}
+
+    def snapshotter(kind: str) -> dict[str, str]:
+        return {"clusterID": spec.cluster_id,
+                "csi.storage.k8s.io/snapshotter-secret-name": f"rook-csi-{kind}-provisioner",
+                "csi.storage.k8s.io/snapshotter-secret-namespace": spec.namespace}
+
+    return (
+        [Klass(BLOCK, rbd, block, "Delete", "WaitForFirstConsumer"),
+         Klass(DATASETS, cephfs, shared, "Retain"), Klass(CHECKPOINTS, cephfs, shared, "Retain"),
+         Klass(SCRATCH, cephfs, shared, "Delete")],
+        [SnapshotClass("rbd", rbd, snapshotter("rbd")),
+         SnapshotClass("cephfs", cephfs, snapshotter("cephfs"))],
+    )
+
+
+def _nfs_classes(spec: Nfs) -> tuple[list[Klass], list[SnapshotClass]]:
+    driver = "nfs.csi.k8s.io"
+    keep = {"server": spec.server, "share": spec.share, "onDelete": "retain"}
+    drop = {"server": spec.server, "share": spec.share, "onDelete": "delete"}
+    options = ("nfsvers=4.1",)
+    return (
+        [Klass(DATASETS, driver, keep, "Retain", mount_options=options),
+         Klass(CHECKPOINTS, driver, keep, "Retain", mount_options=options),
+         Klass(SCRATCH, driver, drop, "Delete", mount_options=options)],
+        [SnapshotClass("nfs", driver)],
+    )
+
+
+def _aws_classes(spec: Aws) -> tuple[list[Klass], list[SnapshotClass]]:
+    ebs, efs = "ebs.csi.aws.com", "efs.csi.aws.com"
+    # Without a fileSystemId the storage component creates the file system and fills it in.
+    access_point = {"provisioningMode": "efs-ap", "directoryPerms": "700",
+                    **({"fileSystemId": spec.efs_file_system_id} if spec.efs_file_system_id else {})}
+    datasets = Klass(DATASETS, efs, access_point, "Retain", snapshots=False)
+    if spec.fsx_subnet_id:
+        datasets = Klass(DATASETS, "fsx.csi.aws.com", {
+            "subnetId": spec.fsx_subnet_id, "securityGroupIds": ",".join(spec.fsx_security_group_ids),
+            "deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": "250",
+        }, "Retain", mount_options=("flock",), expandable=False, snapshots=False)
+    return (
+        [Klass(BLOCK, ebs, {"type": "gp3", "encrypted": "true", "csi.storage.k8s.io/fstype": "xfs"}, "Delete",
+               "WaitForFirstConsumer"),
+         datasets,
+         Klass(CHECKPOINTS, efs, access_point, "Retain", snapshots=False),
+         Klass(SCRATCH, efs, access_point, "Delete", snapshots=False)],
+        [SnapshotClass("ebs", ebs)],
+    )
+
+
+def _gcp_classes(spec: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
+    pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
+    shared = {"tier": spec.filestore_tier, "network": spec.network}
+    return (
+        [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
+         # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
+         Klass(DATASETS, "gcsfuse.csi.storage.gke.io", {}, "Retain", mount_options=("implicit-dirs",),
+               expandable=False, snapshots=False, static=True),
+         Klass(CHECKPOINTS, filestore, shared, "Retain"),
+         Klass(SCRATCH, filestore, shared, "Delete")],
+        [SnapshotClass("pd", pd), SnapshotClass("filestore", filestore, {"type": "backup"})],
+    )
+
+
+def _azure_classes() -> tuple[list[Klass], list[SnapshotClass]]:
+    disk, files = "disk.csi.azure.com", "file.csi.azure.com"
+    nfs_share = {"protocol": "nfs", "skuName": "Premium_LRS"}
+    return (
+        [Klass(BLOCK, disk, {"skuName": "Premium_LRS"}, "Delete", "WaitForFirstConsumer"),
+         Klass(DATASETS, "blob.csi.azure.com", {"protocol": "fuse2", "skuName": "Premium_LRS"}, "Retain",
+               snapshots=False),
+         Klass(CHECKPOINTS, files, nfs_share, "Retain"),
+         Klass(SCRATCH, files, nfs_share, "Delete")],
+        [SnapshotClass("azuredisk", disk, {"incremental": "true"}), SnapshotClass("azurefile", files)],
+    )
+
+
+def _cluster_field(cluster: Any, *names: str) -> str | None:
+    """A field of the cluster kind's spec, read defensively: kinds differ in what they declare."""
+    kind_spec = getattr(cluster, cluster.kind, None)
+    for attribute in names:
+        value = getattr(kind_spec, attribute, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def cluster_region(cluster: Any) -> str | None:
+    return _cluster_field(cluster, "region", "location")
+
+
+def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
+                   teams: Mapping[str, tuple[str, ...]]) -> StorageFacts:
+    """Every class, snapshot class, bucket and team volume of the stack. `teams`: team -> its namespaces."""
+    profile: Profile = spec.profile or PROFILE_FOR_KIND.get(cluster.kind, "rook-ceph")
+    region = spec.region or cluster_region(cluster)
+    if profile in CLOUD_PROFILES and region is None:
+        raise ValueError(f"storage.region: profile '{profile}' keeps buckets in a region: set storage.region "
+                         "(the cluster declares none)")
+    if profile == "nfs" and spec.nfs is None:
+        raise ValueError("storage.nfs: profile 'nfs' needs {server, share} of the export")
+    if profile == "rook-ceph":
+        classes, snapshots = _rook_classes(spec.rook_ceph)
+    elif profile == "nfs":
+        assert spec.nfs is not None
+        classes, snapshots = _nfs_classes(spec.nfs)
+    elif profile == "aws":
+        classes, snapshots = _aws_classes(spec.aws)
+    elif profile == "gcp":
+        classes, snapshots = _gcp_classes(spec.gcp)
+    else:
+        classes, snapshots = _azure_classes()
+    unknown = sorted(set(spec.teams) - set(teams))
+    if unknown:
+        raise ValueError(f"storage.teams.{unknown[0]}: no team named '{unknown[0]}'")
+    prefix = spec.bucket_prefix or f"trainyard-{cluster_name}"
+    # NFS stacks have no object store of their own: backups go to an external location (backup.location).
+    with_buckets = profile != "nfs"
+    buckets: list[Bucket] = []
+    volumes: list[Volume] = []
+    static_datasets = next(k for k in classes if k.name == DATASETS).static
+    for team, namespaces in teams.items():
+        primary = namespaces[0]
+        sizes = spec.teams.get(team, spec.volumes)
+        bucket = f"{prefix}-{team}-datasets"
+        if len(bucket) > 63:
+            raise ValueError(f"storage.bucketPrefix: bucket name '{bucket}' is longer than 63 characters: "
+                             "choose a shorter bucketPrefix")
+        if with_buckets:
+            buckets.append(Bucket(f"{team}-datasets", bucket, team, primary))
+        volumes.append(Volume(team, primary, DATASETS, DATASETS, str(sizes.datasets),
+                              bucket if static_datasets else None))
+        volumes.append(Volume(team, primary, CHECKPOINTS, CHECKPOINTS, str(sizes.checkpoints)))
+    if with_buckets:
+        buckets.append(Bucket("backups", f"{prefix}-backups", None, "velero"))
+    return StorageFacts(
+        profile=profile,
+        region=region,
+        classes=tuple(classes),
+        snapshot_classes=tuple(snapshots),
+        buckets=tuple(buckets),
+        volumes=tuple(volumes),
+        bucket_class="object-buckets" if profile == "rook-ceph" else None,
+        # Rook names the RGW service rook-ceph-rgw-<object store> (port 80 in its examples).
+        rgw_url=f"http://rook-ceph-rgw-{spec.rook_ceph.object_store}.{spec.rook_ceph.namespace}.svc:80"
+        if profile == "rook-ceph" else None,
+        azure_resource_group=(spec.azure.resource_group or _cluster_field(cluster, "resource_group")
+                              or f"{prefix}-storage") if profile == "azure" else None,
+        # Storage account names: 3-24 lowercase letters and digits, globally unique.
+        azure_account=re.sub(r"[^a-z0-9]", "", prefix)[:24] if profile == "azure" else None,
+    )
+
+
+def storage_of(spec: Any, cluster_name: str) -> StorageFacts:
+    """The storage facts of a PlatformSpec (typed Any: platform.py imports this module)."""
+    teams = {name: tuple(spec.namespaces(name)) for name in spec.teams}
+    return derive_storage(spec.storage, spec.cluster, cluster_name, teams)
