@@ -47,6 +47,20 @@ DEFAULT_KUEUE = "0.19.4"
 DEFAULT_TRAINER = "2.2.1"
 DEFAULT_JOBSET = "0.12.0"
 
+# Velero: chart 12.1.0 (appVersion 1.18.1) with the 1.18.2 server image (same CRDs); object-store
+# plugins v1.14.x pair with Velero 1.18 (plugin minor = Velero minor - 4).
+VELERO = "1.18.2"
+VELERO_CHART = Chart("velero", "https://vmware-tanzu.github.io/helm-charts", "12.1.0")
+VELERO_IMAGE = f"velero/velero:v{VELERO}"
+VELERO_PLUGINS = {
+    "aws": "velero/velero-plugin-for-aws:v1.14.2",
+    "gcp": "velero/velero-plugin-for-gcp:v1.14.2",
+    "azure": "velero/velero-plugin-for-microsoft-azure:v1.14.2",
+}
+# Tools for the platform's own jobs (restore drills, cleanup, bucket versioning).
+KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
+AWS_CLI_IMAGE = "amazon/aws-cli:2.35.10"
+
 
 class Versions(Strict):
     """Pinned versions of the in-cluster components; a stack overrides them only deliberately."""
@@ -81,6 +95,7 @@ class Versions(Strict):
             "kueue": f"kueue/v{minor(self.kueue)}",
             "trainer": f"trainer/v{minor(self.trainer)}",
             "jobset": f"jobset/v{minor(self.jobset)}",
+            "velero": f"velero/v{minor(VELERO)}",
         }
 
 
