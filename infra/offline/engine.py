@@ -139,9 +139,9 @@ def stack_config(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     return values, secret_keys
 
 
-def run(stack: str, config: dict[str, Any]) -> Capture:
-    """Run the program for one stack and return every registration, sorted, plus the stack outputs."""
-    if PLATFORM_KEY not in config:
+def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Capture:
+    """Run a program (by default Trainyard's) for one stack: every registration, sorted, and the outputs."""
+    if program_path == PROGRAM and PLATFORM_KEY not in config:
         raise ValueError(f"config has no {PLATFORM_KEY}")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -154,7 +154,7 @@ def run(stack: str, config: dict[str, Any]) -> Capture:
         exported: dict[str, Any] = {}
 
         async def program() -> None:
-            runpy.run_path(str(PROGRAM), run_name="__main__")
+            runpy.run_path(str(program_path), run_name="__main__")
             root = settings.get_root_resource()
             outputs = getattr(root, "outputs", {})
             exported.update(await pulumi.Output.from_input(dict(outputs)).future() or {})

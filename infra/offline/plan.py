@@ -61,6 +61,7 @@ def write(capture: Capture, out: Path) -> int:
     for _, obj in objects(capture):
         path = manifests / manifest_path(obj)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(obj, sort_keys=True, default_flow_style=False), encoding="utf-8")
+        path.write_text(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False),
+                        encoding="utf-8")
         count += 1
     return count
