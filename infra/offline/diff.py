@@ -1,0 +1,90 @@
+"""`trainyard diff`: what a pull request changes in the rendered platform.
+
+Renders the stack from the work tree and from GITREF (a detached git worktree, rendered with that
+revision's own code) and prints a unified diff of the manifests and of every chart's inputs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.spec.errors import SpecError
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+def _render(tree: Path, stack: str, out: Path) -> str | None:
+    """Render with the code in `tree`; returns an error line, or None on success."""
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "render", stack, "--out", str(out)],
+        cwd=tree, capture_output=True, text=True, check=False,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+    )
+    if result.returncode != 0:
+        return (result.stderr.strip().splitlines() or ["render failed"])[-1]
+    return None
+
+
+def _chart_files(plan: dict[str, Any]) -> dict[str, str]:
+    files = {}
+    for resource in plan["resources"]:
+        if resource["type"].startswith("kubernetes:helm.sh/"):
+            inputs = resource["inputs"]
+            chart = {key: inputs.get(key) for key in ("chart", "version", "repositoryOpts", "namespace", "values")}
+            files[f"charts/{resource['name']}.yaml"] = yaml.safe_dump(chart, sort_keys=True)
+    return files
+
+
+def rendered_files(out: Path) -> dict[str, str]:
+    """Relative path -> text of every manifest and chart input in a render directory."""
+    if not (out / "plan.json").is_file():
+        return {}
+    files = {str(p.relative_to(out)): p.read_text(encoding="utf-8") for p in sorted((out / "manifests").rglob("*.yaml"))}
+    files.update(_chart_files(json.loads((out / "plan.json").read_text(encoding="utf-8"))))
+    return files
+
+
+def unified(base: dict[str, str], head: dict[str, str]) -> list[str]:
+    lines: list[str] = []
+    for path in sorted(set(base) | set(head)):
+        before, after = base.get(path, ""), head.get(path, "")
+        if before != after:
+            lines += difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                          fromfile=f"a/{path}" if path in base else "/dev/null",
+                                          tofile=f"b/{path}" if path in head else "/dev/null")
+    return lines
+
+
+def diff_stack(root: Path, stack: str, base_ref: str) -> int:
+    if _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
+        raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
+    with tempfile.TemporaryDirectory(prefix="trainyard-diff-") as scratch:
+        work = Path(scratch)
+        head_error = _render(root, stack, work / "head")
+        if head_error:
+            raise SpecError(stack, f"the work tree does not render: {head_error}")
+        tree = work / "base-tree"
+        added = _git(root, "worktree", "add", "--detach", str(tree), base_ref)
+        if added.returncode != 0:
+            raise SpecError("--base", f"cannot check out {base_ref}: {added.stderr.strip()}")
+        try:
+            base_error = _render(tree, stack, work / "base")
+        finally:
+            _git(root, "worktree", "remove", "--force", str(tree))
+        if base_error:
+            print(f"# {base_ref} does not render {stack} ({base_error}); diffing against nothing")
+        lines = unified(rendered_files(work / "base"), rendered_files(work / "head"))
+    sys.stdout.writelines(lines)
+    changed = sum(1 for line in lines if line.startswith("+++ "))
+    print(f"# {stack}: {changed} file(s) differ between {base_ref} and the work tree")
+    return 0

@@ -1,0 +1,38 @@
+"""`trainyard diff`: a pull request's change shows up as a unified diff of the rendered objects."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra.offline.diff import diff_stack
+
+from .conftest import ROOT
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    target = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(target)], check=True)
+    return target
+
+
+def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = clone / "stacks" / "Pulumi.onprem-lab.yaml"
+    text = stack.read_text(encoding="utf-8")
+    assert "quota: {h100: 12, l40s: 8}" in text
+    stack.write_text(text.replace("quota: {h100: 12, l40s: 8}", "quota: {h100: 10, l40s: 8}"), encoding="utf-8")
+    assert diff_stack(clone, "onprem-lab", "HEAD") == 0
+    out = capsys.readouterr().out
+    assert "+++ b/manifests/_cluster/ClusterQueue-nlp.yaml" in out
+    assert "nominalQuota: '12'" in out and "nominalQuota: '10'" in out
+    removed = [line for line in out.splitlines() if line.startswith("-") and "nominalQuota: '12'" in line]
+    added = [line for line in out.splitlines() if line.startswith("+") and "nominalQuota: '10'" in line]
+    assert removed and added
+
+
+def test_an_unchanged_tree_has_no_diff(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert diff_stack(clone, "local", "HEAD") == 0
+    assert "0 file(s) differ" in capsys.readouterr().out
