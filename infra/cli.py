@@ -1,4 +1,4 @@
-"""The `trainyard` command: plan, render, validate and diff stacks offline (see docs/cli.md).
+"""The `trainyard` command: plan, render, validate, diff and document stacks offline (see docs/cli.md).
 
 Exit codes: 0 clean, 1 findings, 2 bad input. Bad input prints one line, never a traceback.
 """
@@ -101,8 +101,14 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _register_docs(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.docs.command import register
+
+    register(sub)
+
+
 # Subcommands that live with their concern register here: register(subparsers) adds one.
-EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [_register_docs]  # type: ignore[type-arg]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
