@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from infra.cluster import ClusterHandle
 from infra.spec import Platform
+from infra.spec.backup import backup_credentials
 
+from .backup import Backup
 from .kueue import Kueue
+from .storage import Storage
 from .tenancy import Tenancy
 from .trainer import Trainer
 
@@ -15,3 +18,5 @@ def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
     tenancy = Tenancy("tenancy", platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
+    Storage("storage", platform, provider, tenancy.namespaces)
+    Backup("backup", platform, provider, tenancy.namespaces, backup_credentials())

@@ -6,10 +6,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .backup import BackupSpec, backup_of
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
 from .pools import PoolSpec
 from .runtimes import available as available_runtimes
+from .storage import StorageSpec
 from .teams import TeamSpec
 from .versions import Versions, verdicts
 
@@ -59,6 +61,8 @@ class PlatformSpec(Strict):
     teams: dict[DnsLabel, TeamSpec] = Field(default_factory=dict)
     queueing: Queueing = Field(default_factory=Queueing)
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    backup: BackupSpec = Field(default_factory=BackupSpec)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
@@ -70,6 +74,7 @@ class PlatformSpec(Strict):
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
+        backup_of(self, self.cluster.identifier("stack"))  # storage/backup mistakes fail at load
         return self
 
     def namespaces(self, team: str) -> list[str]:

@@ -152,6 +152,7 @@ class StorageFacts:
     rgw_url: str | None  # on-prem: the Ceph RGW S3 endpoint inside the cluster
     azure_resource_group: str | None
     azure_account: str | None  # the storage account holding the blob containers
+    azure_group_created: bool  # no resource group given: Trainyard creates one for the account
 
     def klass(self, name: str) -> Klass:
         return next(k for k in self.classes if k.name == name)
@@ -306,6 +307,7 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         volumes.append(Volume(team, primary, CHECKPOINTS, CHECKPOINTS, str(sizes.checkpoints)))
     if with_buckets:
         buckets.append(Bucket("backups", f"{prefix}-backups", None, "velero"))
+    azure_group = spec.azure.resource_group or _cluster_field(cluster, "resource_group", "resourceGroup")
     return StorageFacts(
         profile=profile,
         region=region,
@@ -317,8 +319,8 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         # Rook names the RGW service rook-ceph-rgw-<object store> (port 80 in its examples).
         rgw_url=f"http://rook-ceph-rgw-{spec.rook_ceph.object_store}.{spec.rook_ceph.namespace}.svc:80"
         if profile == "rook-ceph" else None,
-        azure_resource_group=(spec.azure.resource_group or _cluster_field(cluster, "resource_group")
-                              or f"{prefix}-storage") if profile == "azure" else None,
+        azure_resource_group=(azure_group or f"{prefix}-storage") if profile == "azure" else None,
+        azure_group_created=profile == "azure" and azure_group is None,
         # Storage account names: 3-24 lowercase letters and digits, globally unique.
         azure_account=re.sub(r"[^a-z0-9]", "", prefix)[:24] if profile == "azure" else None,
     )

@@ -1,0 +1,285 @@
+"""Backup: Velero at its pinned chart, image and plugin, the BackupStorageLocation, one Schedule per tier,
+the volume policy, a marker in every team namespace, the scheduled restore drill and the cleanup job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from infra.spec import Platform
+from infra.spec.backup import BackupFacts, backup_of
+from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
+from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
+
+from .objects import child_opts, custom_object, helm_chart, metadata, namespace
+from .storage import JOB_RESOURCES, RESTRICTED
+
+API = "velero.io/v1"
+NAMESPACE = "velero"
+LOCATION = "default"
+CREDENTIALS = "velero-credentials"
+VOLUME_POLICY = "volume-policy"
+SCRATCH_MODIFIER = "drill-scratch-volumes"
+MARKER = "trainyard-backup-marker"
+DRILL = "restore-drill"
+JANITOR = "trainyard-janitor"
+RESTORE_NAME = "__RESTORE__"  # replaced by the drill script with a timestamped name
+
+
+def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool) -> dict[str, Any]:
+    repository, tag = VELERO_IMAGE.rsplit(":", 1)
+    plugin = VELERO_PLUGINS[facts.provider]
+    gpu_tolerations = [dict(t) for f in platform.flavors if f.gpu_resources for t in f.tolerations]
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "initContainers": [{"name": plugin.split("/")[-1].split(":")[0], "image": plugin,
+                            "imagePullPolicy": "IfNotPresent",
+                            "volumeMounts": [{"mountPath": "/target", "name": "plugins"}]}],
+        # Pulumi renders hooks as plain objects: the CRDs come from the chart's crds/ (retained by the
+        # chart transform) and are upgraded with the chart, so the upgrade-CRDs hook job stays off.
+        "upgradeCRDs": False,
+        "cleanUpCRDs": False,
+        # The location and schedules are explicit objects below, not chart values.
+        "backupsEnabled": False,
+        "snapshotsEnabled": False,
+        "deployNodeAgent": True,  # the CSI data mover and fs-backup run in the node agent
+        "nodeAgent": {"tolerations": gpu_tolerations},
+        "configuration": {"features": "EnableCSI", "uploaderType": "kopia", "defaultSnapshotMoveData": True,
+                          "defaultVolumesToFsBackup": False},
+        "credentials": {"useSecret": with_secret, **({"existingSecret": CREDENTIALS} if with_secret else {})},
+        "serviceAccount": {"server": {"annotations": dict(facts.identity or {})}},
+        "metrics": {"enabled": True},
+    }
+
+
+def location_spec(facts: BackupFacts, with_secret: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "provider": facts.provider,
+        "objectStorage": {"bucket": facts.bucket, "prefix": facts.prefix},
+        "default": True,
+        "accessMode": "ReadWrite",
+    }
+    if facts.config:
+        spec["config"] = dict(facts.config)
+    if with_secret:
+        spec["credential"] = {"name": CREDENTIALS, "key": "cloud"}
+    return spec
+
+
+def schedule_spec(schedule: Any) -> dict[str, Any]:
+    return {
+        "schedule": schedule.cron,
+        "useOwnerReferencesInBackup": False,
+        "template": {
+            "includedNamespaces": list(schedule.namespaces),
+            "ttl": schedule.ttl,
+            "storageLocation": LOCATION,
+            "snapshotVolumes": schedule.volumes,
+            "snapshotMoveData": schedule.volumes,
+            "resourcePolicy": {"kind": "configmap", "name": VOLUME_POLICY},
+        },
+    }
+
+
+def volume_policy(storage: StorageFacts) -> dict[str, Any]:
+    """Datasets are skipped (they are restored from object storage); checkpoints on drivers without CSI
+    snapshots are copied file by file; everything else is snapshotted and moved to the bucket."""
+    policies: list[dict[str, Any]] = [
+        {"conditions": {"storageClass": [DATASETS]}, "action": {"type": "skip"}}]
+    if not storage.klass(CHECKPOINTS).snapshots:
+        policies.append({"conditions": {"storageClass": [CHECKPOINTS, SCRATCH]}, "action": {"type": "fs-backup"}})
+    return {"version": "v1", "volumePolicies": policies}
+
+
+def scratch_modifier() -> dict[str, Any]:
+    """Restored claims of a drill land on the scratch class, whose volumes go with the drill namespace."""
+    return {"version": "v1", "resourceModifierRules": [{
+        "conditions": {"groupResource": "persistentvolumeclaims", "resourceNameRegex": ".*"},
+        "patches": [{"operation": "replace", "path": "/spec/storageClassName", "value": SCRATCH}],
+    }]}
+
+
+def drill_restore(facts: BackupFacts) -> dict[str, Any]:
+    """The Restore each drill creates: the latest backup of the drill tier, every namespace mapped to
+    its drill namespace."""
+    return {
+        "apiVersion": API, "kind": "Restore",
+        "metadata": {"name": RESTORE_NAME, "namespace": NAMESPACE, "labels": {"trainyard.io/drill": "true"}},
+        "spec": {
+            "scheduleName": facts.drill_schedule.tier,
+            "includedNamespaces": list(facts.drill_namespaces),
+            "namespaceMapping": dict(facts.drill_namespaces),
+            "restorePVs": True,
+            "resourceModifier": {"kind": "ConfigMap", "name": SCRATCH_MODIFIER},
+        },
+    }
+
+
+DRILL_SCRIPT = r"""set -euo pipefail
+restore="drill-$(date -u +%Y%m%d-%H%M%S)"
+cleanup() {
+  kubectl -n velero delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
+  for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=false || true; done
+}
+# A drill that died last time may have left its namespaces: start clean, and always clean up.
+for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=true; done
+trap cleanup EXIT
+printf '%s' "$RESTORE" | sed "s/__RESTORE__/$restore/" | kubectl create -f -
+deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
+while true; do
+  phase=$(kubectl -n velero get restores.velero.io "$restore" -o jsonpath='{.status.phase}')
+  case "$phase" in
+    Completed) break ;;
+    PartiallyFailed|Failed|FailedValidation)
+      echo "drill $restore: restore ended $phase; only Completed passes"; exit 1 ;;
+  esac
+  if [ "$(date +%s)" -ge "$deadline" ]; then echo "drill $restore: still '$phase' at the deadline"; exit 1; fi
+  sleep 20
+done
+for pair in $CHECKS; do
+  source="${pair%%=*}"; target="${pair#*=}"
+  found=$(kubectl -n "$target" get configmap "$MARKER" -o jsonpath='{.data.namespace}')
+  if [ "$found" != "$source" ]; then echo "drill $restore: marker of $source missing in $target"; exit 1; fi
+done
+echo "drill $restore: Completed, markers of $CHECKS verified"
+"""
+
+# One line per TrainJob: its name, then Type=lastTransitionTime for every condition that is True.
+FINISHED = ('{range .items[*]}{.metadata.name}{" "}'
+            '{range .status.conditions[?(@.status=="True")]}{.type}{"="}{.lastTransitionTime}{" "}{end}'
+            '{"\\n"}{end}')
+JANITOR_SCRIPT = r"""set -euo pipefail
+cutoff=$(( $(date +%s) - TTL_HOURS * 3600 ))
+for ns in $NAMESPACES; do
+  kubectl -n "$ns" get trainjobs.trainer.kubeflow.org -o jsonpath="$FINISHED" |
+  while read -r name conditions; do
+    for condition in $conditions; do
+      case "$condition" in
+        Complete=*|Failed=*)
+          if [ "$(date -d "${condition#*=}" +%s)" -lt "$cutoff" ]; then
+            kubectl -n "$ns" delete trainjobs.trainer.kubeflow.org "$name" --wait=false
+          fi ;;
+      esac
+    done
+  done
+done
+"""
+
+
+def cron_job(schedule: str, account: str, script: str, env: Mapping[str, str], deadline: int,
+             retries: int) -> dict[str, Any]:
+    container = {
+        "name": "run", "image": KUBECTL_IMAGE, "command": ["/bin/bash", "-c", script],
+        "env": [{"name": "HOME", "value": "/tmp"}, *({"name": k, "value": v} for k, v in env.items())],
+        "resources": JOB_RESOURCES, "securityContext": RESTRICTED,
+    }
+    return {
+        "schedule": schedule, "concurrencyPolicy": "Forbid",
+        "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"spec": {"backoffLimit": retries, "activeDeadlineSeconds": deadline, "template": {"spec": {
+            "serviceAccountName": account, "restartPolicy": "Never", "containers": [container]}}}},
+    }
+
+
+def rule(groups: list[str], resources: list[str], verbs: list[str],
+         names: list[str] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"apiGroups": groups, "resources": resources, "verbs": verbs}
+    if names:
+        body["resourceNames"] = names
+    return body
+
+
+class Backup(pulumi.ComponentResource):
+    def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
+                 team_namespaces: Mapping[str, pulumi.Resource], credentials: pulumi.Input[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainyard:platform:Backup", name, None, opts)
+        storage, facts = backup_of(platform.spec, platform.cluster_name)
+        self.provider = provider
+        with_secret = facts.identity is None
+        ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={
+            "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
+        in_ns = child_opts(self, provider, depends_on=[ns])
+        if with_secret and credentials is not None:
+            k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),
+                               string_data={"cloud": pulumi.Output.secret(credentials)}, opts=in_ns)
+        chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret), in_ns)
+        after_chart = child_opts(self, provider, depends_on=[chart])
+        custom_object("location", API, "BackupStorageLocation", metadata(LOCATION, NAMESPACE),
+                      location_spec(facts, with_secret), after_chart)
+        k8s.core.v1.ConfigMap("volume-policy", metadata=metadata(VOLUME_POLICY, NAMESPACE),
+                              data={"policy.yaml": yaml.safe_dump(volume_policy(storage), sort_keys=False)},
+                              opts=in_ns)
+        for schedule in facts.schedules:
+            custom_object(f"schedule-{schedule.tier}", API, "Schedule", metadata(schedule.tier, NAMESPACE),
+                          schedule_spec(schedule), after_chart)
+        for team in platform.teams:
+            for team_ns in team.namespaces:
+                k8s.core.v1.ConfigMap(f"{team_ns}-backup-marker", metadata=metadata(MARKER, team_ns),
+                                      data={"namespace": team_ns, "team": team.name},
+                                      opts=child_opts(self, provider, depends_on=[team_namespaces[team_ns]]))
+        self._drill(platform, facts, in_ns)
+        self._janitor(platform, team_namespaces, in_ns)
+        self.register_outputs({"velero": VELERO_IMAGE, "bucket": facts.bucket,
+                               "schedules": [s.tier for s in facts.schedules]})
+
+    def _account(self, name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.ServiceAccount:
+        return k8s.core.v1.ServiceAccount(f"sa-{name}", metadata=metadata(name, NAMESPACE), opts=opts)
+
+    def _drill(self, platform: Platform, facts: BackupFacts, in_ns: pulumi.ResourceOptions) -> None:
+        """Exactly what the drill needs: create/get/delete Restores in velero; get and delete its own
+        drill namespaces; read the marker ConfigMap."""
+        account = self._account(DRILL, in_ns)
+        subject = [{"kind": "ServiceAccount", "name": DRILL, "namespace": NAMESPACE}]
+        role = k8s.rbac.v1.Role("drill-role", metadata=metadata(DRILL, NAMESPACE),
+                                rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"])], opts=in_ns)
+        k8s.rbac.v1.RoleBinding("drill-binding", metadata=metadata(DRILL, NAMESPACE), subjects=subject,
+                                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRILL},
+                                opts=child_opts(self, self.provider, depends_on=[role, account]))
+        cluster_role = k8s.rbac.v1.ClusterRole("drill-cluster-role", metadata=metadata(f"trainyard-{DRILL}"), rules=[
+            rule([""], ["namespaces"], ["get", "delete"], sorted(facts.drill_namespaces.values())),
+            rule([""], ["configmaps"], ["get"], [MARKER]),
+        ], opts=child_opts(self, self.provider))
+        k8s.rbac.v1.ClusterRoleBinding(
+            "drill-cluster-binding", metadata=metadata(f"trainyard-{DRILL}"), subjects=subject,
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"trainyard-{DRILL}"},
+            opts=child_opts(self, self.provider, depends_on=[cluster_role, account]))
+        k8s.core.v1.ConfigMap("drill-scratch-volumes", metadata=metadata(SCRATCH_MODIFIER, NAMESPACE),
+                              data={"modifiers.yaml": yaml.safe_dump(scratch_modifier(), sort_keys=False)},
+                              opts=in_ns)
+        drill = platform.spec.backup.drill
+        env = {
+            "RESTORE": json.dumps(drill_restore(facts), sort_keys=True),
+            "CHECKS": " ".join(f"{src}={dst}" for src, dst in facts.drill_namespaces.items()),
+            "MARKER": MARKER,
+            "TIMEOUT_SECONDS": str(drill.timeout_minutes * 60),
+        }
+        k8s.batch.v1.CronJob("drill", metadata=metadata(DRILL, NAMESPACE),
+                             spec=cron_job(drill.schedule, DRILL, DRILL_SCRIPT, env, (drill.timeout_minutes + 15) * 60,
+                                           retries=0),
+                             opts=child_opts(self, self.provider, depends_on=[account, role]))
+
+    def _janitor(self, platform: Platform, team_namespaces: Mapping[str, pulumi.Resource],
+                 in_ns: pulumi.ResourceOptions) -> None:
+        """Deletes finished TrainJobs after the stack's TTL (their JobSets and pods go with them): Trainer
+        2.2 TrainJobs have no TTL of their own."""
+        account = self._account(JANITOR, in_ns)
+        role = k8s.rbac.v1.ClusterRole("janitor-role", metadata=metadata(JANITOR), rules=[
+            rule(["trainer.kubeflow.org"], ["trainjobs"], ["list", "delete"])], opts=child_opts(self, self.provider))
+        for team_ns, ns_resource in sorted(team_namespaces.items()):
+            k8s.rbac.v1.RoleBinding(
+                f"{team_ns}-janitor", metadata=metadata(JANITOR, team_ns),
+                subjects=[{"kind": "ServiceAccount", "name": JANITOR, "namespace": NAMESPACE}],
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": JANITOR},
+                opts=child_opts(self, self.provider, depends_on=[role, account, ns_resource]))
+        cleanup = platform.spec.storage.cleanup
+        env = {"NAMESPACES": " ".join(sorted(team_namespaces)),
+               "TTL_HOURS": cleanup.finished_train_jobs.removesuffix("h"), "FINISHED": FINISHED}
+        k8s.batch.v1.CronJob("janitor", metadata=metadata(JANITOR, NAMESPACE),
+                             spec=cron_job(cleanup.schedule, JANITOR, JANITOR_SCRIPT, env, 1800, retries=2),
+                             opts=child_opts(self, self.provider, depends_on=[account]))

@@ -1,0 +1,249 @@
+"""Storage: StorageClasses and VolumeSnapshotClasses per environment, each team's retained dataset and
+checkpoint volumes, and versioned object storage buckets (S3, GCS, Azure Blob, or Ceph RGW claims)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.spec import Platform
+from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume, storage_of
+from infra.spec.versions import AWS_CLI_IMAGE
+
+from .objects import child_opts, metadata
+
+VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
+BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on
+OBC_API = "objectbucket.io/v1alpha1"
+SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
+# Pods of a restricted namespace (team namespaces enforce PSA `restricted`).
+RESTRICTED = {
+    "runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
+}
+JOB_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
+
+
+def storage_class(klass: Klass, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """StorageClass arguments (the constructor's snake_case names)."""
+    return {
+        "provisioner": klass.provisioner,
+        "parameters": dict(parameters),
+        "reclaim_policy": klass.reclaim,
+        "volume_binding_mode": klass.binding,
+        "allow_volume_expansion": klass.expandable,
+        "mount_options": list(klass.mount_options) or None,
+    }
+
+
+def snapshot_class_objects(facts: StorageFacts) -> list[dict[str, Any]]:
+    """One VolumeSnapshotClass per CSI driver with snapshots, labelled as the one Velero uses for it.
+    Retain: a snapshot outlives the namespace it was taken from."""
+    return [{
+        "apiVersion": SNAPSHOT_API, "kind": "VolumeSnapshotClass",
+        "metadata": metadata(f"{vsc.name}-velero", labels={VELERO_VSC_LABEL: "true"}),
+        "driver": vsc.driver, "deletionPolicy": "Retain",
+        **({"parameters": dict(vsc.parameters)} if vsc.parameters else {}),
+    } for vsc in facts.snapshot_classes]
+
+
+def claim_spec(volume: Volume, klass: Klass) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": klass.name,
+        "resources": {"requests": {"storage": volume.size}},
+    }
+    if volume.bucket:
+        spec["volumeName"] = static_volume_name(volume)
+    return spec
+
+
+def static_volume_name(volume: Volume) -> str:
+    return f"{volume.namespace}-{volume.name}"
+
+
+def versioning_job(bucket: Bucket) -> dict[str, Any]:
+    """Ceph RGW bucket claims cannot ask for versioning (Rook 1.20): a job sets it with the claim's own
+    credentials and endpoint (the Secret and ConfigMap that Rook writes under the claim's name)."""
+
+    def ref(kind: str, key: str) -> dict[str, Any]:
+        return {"valueFrom": {kind: {"name": bucket.key, "key": key}}}
+
+    env = [
+        {"name": "AWS_ACCESS_KEY_ID", **ref("secretKeyRef", "AWS_ACCESS_KEY_ID")},
+        {"name": "AWS_SECRET_ACCESS_KEY", **ref("secretKeyRef", "AWS_SECRET_ACCESS_KEY")},
+        {"name": "BUCKET_HOST", **ref("configMapKeyRef", "BUCKET_HOST")},
+        {"name": "BUCKET_PORT", **ref("configMapKeyRef", "BUCKET_PORT")},
+        {"name": "BUCKET_NAME", **ref("configMapKeyRef", "BUCKET_NAME")},
+        {"name": "AWS_DEFAULT_REGION", "value": "us-east-1"},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    return {
+        "backoffLimit": 20,  # the claim's Secret appears once Rook has provisioned the bucket
+        "template": {
+            "metadata": {"labels": {BUCKET_LABEL: bucket.key}},
+            "spec": {
+                "restartPolicy": "OnFailure",
+                "containers": [{
+                    "name": "versioning",
+                    "image": AWS_CLI_IMAGE,
+                    "args": ["s3api", "put-bucket-versioning", "--bucket", "$(BUCKET_NAME)",
+                             "--versioning-configuration", "Status=Enabled",
+                             "--endpoint-url", "http://$(BUCKET_HOST):$(BUCKET_PORT)"],
+                    "env": env,
+                    "resources": JOB_RESOURCES,
+                    "securityContext": RESTRICTED,
+                }],
+            },
+        },
+    }
+
+
+def object_store_egress(facts: StorageFacts, namespace: str) -> dict[str, Any]:
+    """Team pods (and the versioning job) reach the Ceph RGW that serves their dataset buckets."""
+    return {
+        "podSelector": {},
+        "policyTypes": ["Egress"],
+        "egress": [{"to": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": {"app": "rook-ceph-rgw"}},
+        }]}],
+    }
+
+
+class Storage(pulumi.ComponentResource):
+    def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
+                 team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainyard:platform:Storage", name, None, opts)
+        self.facts = facts = storage_of(platform.spec, platform.cluster_name)
+        self.provider = provider
+        self.team_namespaces = team_namespaces
+        self.rook = platform.spec.storage.rook_ceph
+        self.bucket_names = {bucket.key: bucket.name for bucket in facts.buckets}
+        extra_parameters = self._cloud_buckets(platform)
+        classes = {}
+        for klass in facts.classes:
+            parameters = {**klass.parameters, **extra_parameters.get(klass.provisioner, {})}
+            classes[klass.name] = k8s.storage.v1.StorageClass(
+                f"sc-{klass.name}", metadata=metadata(klass.name), **storage_class(klass, parameters),
+                opts=child_opts(self, provider))
+        if facts.snapshot_classes:
+            # The snapshot.storage.k8s.io CRDs are not in the CRD set `validate` reads, so the classes
+            # go through a ConfigGroup (see snapshot_class_objects for their content).
+            k8s.yaml.v2.ConfigGroup("snapshot-classes", objs=snapshot_class_objects(facts),
+                                    opts=child_opts(self, provider))
+        for volume in facts.volumes:
+            self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
+        if facts.profile == "rook-ceph":
+            self._ceph_buckets(facts)
+        self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
+                               "buckets": sorted(self.bucket_names.values())})
+
+    def _volume(self, volume: Volume, klass: Klass, klass_resource: pulumi.Resource) -> None:
+        labels = {VOLUME_LABEL: volume.name, "trainyard.io/team": volume.team}
+        depends: list[pulumi.Resource] = [klass_resource, self.team_namespaces[volume.namespace]]
+        if volume.bucket:
+            pv = k8s.core.v1.PersistentVolume(
+                f"pv-{static_volume_name(volume)}", metadata=metadata(static_volume_name(volume), labels=labels),
+                spec={
+                    "accessModes": ["ReadWriteMany"], "capacity": {"storage": volume.size},
+                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": klass.name,
+                    "mountOptions": list(klass.mount_options),
+                    "csi": {"driver": klass.provisioner, "volumeHandle": volume.bucket},
+                    "claimRef": {"namespace": volume.namespace, "name": volume.name},
+                },
+                opts=child_opts(self, self.provider, depends_on=[klass_resource], retain_on_delete=True))
+            depends.append(pv)
+        k8s.core.v1.PersistentVolumeClaim(
+            f"pvc-{volume.namespace}-{volume.name}", metadata=metadata(volume.name, volume.namespace, labels),
+            spec=claim_spec(volume, klass),
+            opts=child_opts(self, self.provider, depends_on=depends, retain_on_delete=True))
+
+    def _ceph_buckets(self, facts: StorageFacts) -> None:
+        rook = self.rook.namespace
+        assert facts.bucket_class is not None
+        ceph = self.provider
+        bucket_class = k8s.storage.v1.StorageClass(
+            "sc-object-buckets", metadata=metadata(facts.bucket_class),
+            provisioner=f"{rook}.ceph.rook.io/bucket", reclaim_policy="Retain",
+            parameters={"objectStoreName": self.rook.object_store, "objectStoreNamespace": rook},
+            opts=child_opts(self, ceph))
+        for bucket in facts.buckets:
+            namespace = bucket.namespace if bucket.team else rook
+            depends: list[pulumi.Resource] = [bucket_class]
+            if bucket.team:
+                depends.append(self.team_namespaces[namespace])
+            claim = {
+                "apiVersion": OBC_API, "kind": "ObjectBucketClaim",
+                "metadata": metadata(bucket.key, namespace, {BUCKET_LABEL: bucket.key}),
+                "spec": {"bucketName": bucket.name, "storageClassName": facts.bucket_class},
+            }
+            # Not in the CRD set `validate` reads (objectbucket.io): a ConfigGroup, protected like a bucket.
+            obc = k8s.yaml.v2.ConfigGroup(f"obc-{bucket.key}", objs=[claim],
+                                          opts=child_opts(self, ceph, depends_on=depends, protect=True))
+            k8s.batch.v1.Job(f"versioning-{bucket.key}",
+                             metadata=metadata(f"bucket-versioning-{bucket.key}", namespace,
+                                               {BUCKET_LABEL: bucket.key}),
+                             spec=versioning_job(bucket), opts=child_opts(self, ceph, depends_on=[obc]))
+        for team_ns, ns_resource in sorted(self.team_namespaces.items()):
+            k8s.networking.v1.NetworkPolicy(
+                f"{team_ns}-allow-ceph-rgw", metadata=metadata("allow-object-store", team_ns),
+                spec=object_store_egress(facts, rook), opts=child_opts(self, ceph, depends_on=[ns_resource]))
+
+    def _cloud_buckets(self, platform: Platform) -> dict[str, dict[str, Any]]:
+        """Versioned, protected buckets in the cloud's object store. Returns StorageClass parameters that
+        exist only once a resource is created (the EFS file system when the stack names none)."""
+        facts = self.facts
+        if facts.profile == "aws":
+            import pulumi_aws as aws
+
+            cloud = aws.Provider("aws", region=facts.region, opts=pulumi.ResourceOptions(parent=self))
+            keep = pulumi.ResourceOptions(parent=self, provider=cloud, protect=True)
+            for bucket in facts.buckets:
+                s3 = aws.s3.Bucket(f"bucket-{bucket.key}", bucket=bucket.name, opts=keep)
+                follow = pulumi.ResourceOptions(parent=self, provider=cloud, depends_on=[s3])
+                aws.s3.BucketVersioning(f"versioning-{bucket.key}", bucket=s3.bucket,
+                                        versioning_configuration={"status": "Enabled"}, opts=follow)
+                aws.s3.BucketPublicAccessBlock(f"private-{bucket.key}", bucket=s3.bucket, block_public_acls=True,
+                                               block_public_policy=True, ignore_public_acls=True,
+                                               restrict_public_buckets=True, opts=follow)
+            if platform.spec.storage.aws.efs_file_system_id is None:
+                # Mount targets in the node subnets belong to the cluster layer (it owns the VPC).
+                efs = aws.efs.FileSystem("efs", creation_token=f"trainyard-{platform.cluster_name}", encrypted=True,
+                                         opts=keep)
+                return {"efs.csi.aws.com": {"fileSystemId": efs.id}}
+        elif facts.profile == "gcp":
+            import pulumi_gcp as gcp
+
+            for bucket in facts.buckets:
+                gcp.storage.Bucket(f"bucket-{bucket.key}", name=bucket.name, location=(facts.region or "").upper(),
+                                   versioning={"enabled": True}, uniform_bucket_level_access=True,
+                                   public_access_prevention="enforced", opts=pulumi.ResourceOptions(
+                                       parent=self, protect=True))
+        elif facts.profile == "azure":
+            self._azure_containers(facts)
+        return {}
+
+    def _azure_containers(self, facts: StorageFacts) -> None:
+        import pulumi_azure_native as azure
+
+        keep = pulumi.ResourceOptions(parent=self, protect=True)
+        group: pulumi.Input[str] = facts.azure_resource_group or ""
+        if facts.azure_group_created:
+            group = azure.resources.ResourceGroup("storage-group", resource_group_name=facts.azure_resource_group,
+                                                  location=facts.region, opts=keep).name
+        account = azure.storage.StorageAccount(
+            "storage-account", account_name=facts.azure_account, resource_group_name=group, location=facts.region,
+            kind="StorageV2", sku={"name": "Standard_ZRS"}, allow_blob_public_access=False,
+            minimum_tls_version="TLS1_2", opts=keep)
+        versioning = azure.storage.BlobServiceProperties(
+            "blob-versioning", account_name=account.name, resource_group_name=group, blob_services_name="default",
+            is_versioning_enabled=True, opts=pulumi.ResourceOptions(parent=self, depends_on=[account]))
+        for bucket in facts.buckets:
+            azure.storage.BlobContainer(f"bucket-{bucket.key}", container_name=bucket.name, account_name=account.name,
+                                        resource_group_name=group, public_access="None",
+                                        opts=pulumi.ResourceOptions(parent=self, protect=True,
+                                                                    depends_on=[versioning]))
