@@ -1,0 +1,66 @@
+"""Policy settings of a stack: how strictly each CrossGuard rule is enforced, and what the in-cluster
+admission policies let tenants run (image registries)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from .base import Strict
+
+Level = Literal["mandatory", "advisory", "disabled"]
+DEFAULT_REGISTRY = "docker.io"
+
+_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$")
+_HOST = re.compile(r"^([^/]*[.:][^/]*|localhost)/")
+
+
+def _registry_prefix(value: str) -> str:
+    if not _PREFIX.match(value) or not _HOST.match(value + "/"):
+        raise ValueError(f"'{value}' is not a registry prefix: give a registry host with an optional path, "
+                         "e.g. nvcr.io/nvidia or registry.example.com:5000")
+    return value
+
+
+RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
+
+
+class PolicySpec(Strict):
+    """`policy:` in trainyard:platform. `levels` overrides the pack's level per rule name;
+    `allowedRegistries` lists the image prefixes tenants may run (default: those of the stack's runtimes)."""
+
+    levels: dict[str, Level] = Field(default_factory=dict)
+    allowed_registries: list[RegistryPrefix] | None = Field(default=None, alias="allowedRegistries", min_length=1)
+
+    @field_validator("levels")
+    @classmethod
+    def _known_rules(cls, levels: dict[str, str]) -> dict[str, str]:
+        # Imported here: the pack imports infra.spec, and names must come from the pack itself.
+        from policies.rules import POLICY_NAMES
+
+        for name in levels:
+            if name not in POLICY_NAMES:
+                raise ValueError(f"no policy named '{name}': use one of {', '.join(sorted(POLICY_NAMES))}")
+        return levels
+
+    def registries(self, images: Iterable[str]) -> tuple[str, ...]:
+        """The allowed prefixes: the declared ones, else the repository of each image the stack runs."""
+        if self.allowed_registries is not None:
+            return tuple(sorted(set(self.allowed_registries)))
+        return tuple(sorted({qualified(image).rsplit("/", 1)[0] for image in images}))
+
+
+def qualified(image: str) -> str:
+    """An image reference with its registry spelled out, as the container runtime resolves it
+    ('pytorch/pytorch:2' -> 'docker.io/pytorch/pytorch:2', 'busybox' -> 'docker.io/library/busybox')."""
+    if _HOST.match(image):
+        return image
+    return f"{DEFAULT_REGISTRY}/{image}" if "/" in image else f"{DEFAULT_REGISTRY}/library/{image}"
+
+
+def allowed(image: str, prefixes: Iterable[str]) -> bool:
+    name = qualified(image)
+    return any(name.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
