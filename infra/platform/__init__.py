@@ -8,6 +8,7 @@ from infra.spec.backup import backup_credentials
 
 from .backup import Backup
 from .kueue import Kueue
+from .rbac import Access
 from .storage import Storage
 from .tenancy import Tenancy
 from .trainer import Trainer
@@ -18,5 +19,6 @@ def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
     tenancy = Tenancy("tenancy", platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
+    Access("access", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)
     Backup("backup", platform, provider, tenancy.namespaces, backup_credentials())

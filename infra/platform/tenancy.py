@@ -1,28 +1,41 @@
-"""Tenancy: every team namespace with its labels, quota, limit range and network policies."""
+"""Tenancy: every team namespace with its Pod Security labels, quota, limit range, network policies and the
+ServiceAccount that CI submits TrainJobs with. Who may do what in these namespaces is in rbac.py."""
 
 from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
-from infra.spec.pools import GPU_RESOURCE
+from infra.spec.teams import TeamSpec
 
-from .objects import child_opts, metadata, namespace
+from .objects import child_opts, metadata
+from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
 TEAM_LABEL = "trainyard.io/team"
-PSA_LEVEL = "restricted"
+PSA_PREFIX = "pod-security.kubernetes.io"
+PSA_REASON = "trainyard.io/pod-security-reason"
+NAME_LABEL = "kubernetes.io/metadata.name"
+CI_SERVICE_ACCOUNT = "trainyard-ci"
 
-# Containers that declare nothing get these; the namespace quota requires requests to be set.
+# The Trainer controller's TrainJob status server (chart value manager.config.statusServer.port in
+# kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/values.yaml): training pods post progress to it.
+TRAINER_STATUS_PORT = 10443
+
+# Containers that declare no requests get these, so that the quota on requests admits them. No default
+# limits: a default limit below a container's own request would make the API server reject the pod.
 DEFAULT_REQUEST = {"cpu": "250m", "memory": "512Mi"}
-DEFAULT_LIMIT = {"cpu": "2", "memory": "8Gi"}
 
 
 class Tenancy(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Tenancy", name, None, opts)
+        self._platform = platform
         self.namespaces: dict[str, k8s.core.v1.Namespace] = {}
         for team in platform.teams:
             for ns in team.namespaces:
@@ -30,53 +43,114 @@ class Tenancy(pulumi.ComponentResource):
         self.register_outputs({"namespaces": sorted(self.namespaces)})
 
     def _namespace(self, team: TeamFacts, ns: str, provider: k8s.Provider) -> None:
-        labels = {
-            TEAM_LABEL: team.name,
-            "pod-security.kubernetes.io/enforce": PSA_LEVEL,
-            "pod-security.kubernetes.io/audit": PSA_LEVEL,
-            "pod-security.kubernetes.io/warn": PSA_LEVEL,
-        }
-        created = namespace(ns, f"ns-{ns}", child_opts(self, provider, protect=False), labels=labels)
+        spec = self._platform.spec.teams[team.name]
+        security = spec.pod_security
+        exception = {PSA_REASON: security.reason} if security.level == "baseline" and security.reason else None
+        labels = {TEAM_LABEL: team.name}
+        psa = psa_labels(security.level, self._platform.spec.versions.kubernetes)
+        ns_meta: Any = metadata(ns, labels={**labels, **psa}, annotations=exception)
+        created = k8s.core.v1.Namespace(f"ns-{ns}", metadata=ns_meta,
+                                        opts=child_opts(self, provider, protect=False))
         self.namespaces[ns] = created
         opts = child_opts(self, provider, depends_on=[created])
-        k8s.core.v1.ResourceQuota(f"{ns}-quota", metadata=metadata("team-quota", ns),
-                                  spec={"hard": _quota_hard(team)}, opts=opts)
-        k8s.core.v1.LimitRange(f"{ns}-limits", metadata=metadata("team-defaults", ns), spec={"limits": [{
-            "type": "Container", "defaultRequest": DEFAULT_REQUEST, "default": DEFAULT_LIMIT,
-        }]}, opts=opts)
-        for policy_name, spec in _network_policies(team).items():
-            k8s.networking.v1.NetworkPolicy(f"{ns}-{policy_name}", metadata=metadata(policy_name, ns),
-                                            spec=spec, opts=opts)
+
+        def meta(name: str) -> Any:
+            return metadata(name, ns, labels)
+
+        quota: Any = {"hard": quota_hard(self._platform, team)}
+        k8s.core.v1.ResourceQuota(f"{ns}-quota", metadata=meta("team-quota"), spec=quota, opts=opts)
+        limits: Any = {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUEST}]}
+        k8s.core.v1.LimitRange(f"{ns}-limits", metadata=meta("team-defaults"), spec=limits, opts=opts)
+        for policy_name, policy in network_policies(team.name, spec).items():
+            k8s.networking.v1.NetworkPolicy(f"{ns}-{policy_name}", metadata=meta(policy_name), spec=policy,
+                                            opts=opts)
+        k8s.core.v1.ServiceAccount(f"{ns}-ci", metadata=meta(CI_SERVICE_ACCOUNT),
+                                   automount_service_account_token=False, opts=opts)
 
 
-def _quota_hard(team: TeamFacts) -> dict[str, str]:
-    """A namespace may request at most what its team is guaranteed in total; Kueue admits within that."""
-    hard = {
-        "requests.cpu": format_amount("cpu", team.totals.get("cpu", 0)),
-        "requests.memory": format_amount("memory", team.totals.get("memory", 0)),
-        f"requests.{GPU_RESOURCE}": format_amount(GPU_RESOURCE, team.totals.get(GPU_RESOURCE, 0)),
-    }
+def psa_labels(level: str, kubernetes: str) -> dict[str, str]:
+    """Enforce the team's level; audit and warn always at `restricted`, so an exception stays visible.
+    Versions are pinned to the cluster's minor: a Kubernetes upgrade does not tighten rules unreviewed."""
+    labels = {}
+    for mode, mode_level in (("enforce", level), ("audit", "restricted"), ("warn", "restricted")):
+        labels[f"{PSA_PREFIX}/{mode}"] = mode_level
+        labels[f"{PSA_PREFIX}/{mode}-version"] = f"v{kubernetes}"
+    return labels
+
+
+def reach(platform: Platform, team: TeamFacts) -> dict[str, Decimal]:
+    """The most Kueue can ever admit for a team, per resource: its nominal quota plus what it may borrow
+    (up to the pool when no borrowing limit is set), never more than its pools hold."""
+    total: dict[str, Decimal] = {}
+    for flavor_name, quota in team.quota.items():
+        capacity = platform.flavor(flavor_name).capacity
+        for resource, nominal in quota.items():
+            limit = team.borrowing[flavor_name].get(resource)
+            pool = capacity.get(resource, Decimal(0))
+            amount = max(nominal, pool if limit is None else min(nominal + limit, pool))
+            total[resource] = total.get(resource, Decimal(0)) + amount
+    return total
+
+
+def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:
+    """Compute up to the team's reach, so that Kueue stays the one place where fair sharing is decided
+    (a quota at the nominal share would reject the pods of a workload Kueue admitted on borrowed GPUs);
+    every namespace of a team gets the ceiling, the team's ClusterQueue bounds their sum. Object counts
+    and storage come from the team's namespaceQuota. Services stay cluster-internal."""
+    compute = reach(platform, team)
+    spec = platform.spec.teams[team.name].namespace_quota
+    gpu_resources = [r for r in platform.covered_resources if r not in ("cpu", "memory")]
+    hard = {f"requests.{r}": format_amount(r, compute.get(r, Decimal(0)))
+            for r in ("cpu", "memory", *gpu_resources)}
+    hard.update({
+        "pods": str(spec.pods),
+        "services": str(spec.services),
+        "services.loadbalancers": "0",
+        "services.nodeports": "0",
+        "configmaps": str(spec.config_maps),
+        "secrets": str(spec.secrets),
+        "persistentvolumeclaims": str(spec.persistent_volume_claims),
+        "requests.storage": str(spec.storage),
+        "count/trainjobs.trainer.kubeflow.org": str(spec.train_jobs),
+    })
     return hard
 
 
-def _network_policies(team: TeamFacts) -> dict[str, dict[str, object]]:
-    same_team = [{"namespaceSelector": {"matchLabels": {TEAM_LABEL: team.name}}}]
+def _namespace_peer(name: str) -> dict[str, Any]:
+    return {"namespaceSelector": {"matchLabels": {NAME_LABEL: name}}}
+
+
+def network_policies(team_name: str, spec: TeamSpec) -> dict[str, Any]:
+    """Deny everything, then allow what training needs. Policies are additive: each allow names one reason."""
+    same_team = [{"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_name}}}]
+    storage = [{"to": [{"ipBlock": {"cidr": d.cidr}}],
+                "ports": [{"protocol": "TCP", "port": port} for port in d.ports]}
+               for d in spec.egress_destinations()]
     return {
         "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
         "allow-dns": {
             "podSelector": {},
             "policyTypes": ["Egress"],
             "egress": [{
-                "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "to": [{**_namespace_peer("kube-system"),
                         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
                 "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
             }],
         },
-        # Distributed training: rendezvous, NCCL and MPI traffic between the pods of a team's jobs.
+        # Distributed training: rendezvous, NCCL and MPI traffic between the pods of a team's jobs, across
+        # the team's namespaces (the team label is set by Trainyard; tenants cannot relabel namespaces).
         "allow-same-team": {
             "podSelector": {},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": same_team}],
             "egress": [{"to": same_team}],
+        },
+        "allow-object-storage": {"podSelector": {}, "policyTypes": ["Egress"], "egress": storage},
+        # TrainJob progress reporting (the TrainJobStatus feature) posts to the Trainer controller.
+        "allow-trainer-status": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"to": [_namespace_peer(TRAINER_NAMESPACE)],
+                        "ports": [{"protocol": "TCP", "port": TRAINER_STATUS_PORT}]}],
         },
     }

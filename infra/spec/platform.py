@@ -12,16 +12,36 @@ from .cluster import ClusterSpec
 from .pools import PoolSpec
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
-from .teams import TeamSpec
+from .teams import GroupName, TeamSpec
 from .versions import Versions, verdicts
 
 
 
 class Identity(Strict):
-    """How identity-provider groups appear in Kubernetes (the API server's --oidc-groups-prefix)."""
+    """How identity-provider groups appear in Kubernetes: `groupPrefix` is the API server's
+    --oidc-groups-prefix (EKS `groupsPrefix`; empty on GKE and AKS, where groups are emails or object ids).
+    `platformAdmins` are the groups bound cluster-wide to the trainyard-platform-admin role."""
 
-    group_prefix: str = Field(default="", alias="groupPrefix")
-    platform_admins: list[str] = Field(default_factory=list, alias="platformAdmins")
+    group_prefix: str = Field(default="", alias="groupPrefix", pattern=r"^\S*$")
+    platform_admins: list[GroupName] = Field(default_factory=list, alias="platformAdmins")
+
+    @field_validator("group_prefix")
+    @classmethod
+    def _prefix(cls, prefix: str) -> str:
+        if prefix.startswith("system:"):
+            raise ValueError("must not start with 'system:' (reserved for Kubernetes' own groups)")
+        return prefix
+
+    @field_validator("platform_admins")
+    @classmethod
+    def _distinct(cls, groups: list[str]) -> list[str]:
+        if len(set(groups)) != len(groups):
+            raise ValueError("a group is listed twice")
+        return groups
+
+    def group(self, name: str) -> str:
+        """The group name as the API server sees it, for RBAC subjects."""
+        return f"{self.group_prefix}{name}"
 
 
 class WaitForPodsReady(Strict):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 from decimal import Decimal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import DnsLabel, NonNegativeInt, Quantity, Strict
+from .base import DnsLabel, NonNegativeInt, PositiveInt, Quantity, Strict
 
 RESERVED_NAMESPACES = frozenset(
     {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "kubeflow-system",
@@ -25,24 +27,113 @@ class PoolQuota(Strict):
     lending_limit: NonNegativeInt | None = Field(default=None, alias="lendingLimit")
 
 
+def _group_name(value: str) -> str:
+    if not value or value != value.strip() or any(ch.isspace() for ch in value):
+        raise ValueError(f"'{value}' is not a group name: give the identity provider's group without spaces")
+    if value.startswith("system:"):
+        raise ValueError(f"'{value}': 'system:' groups belong to Kubernetes, not to the identity provider")
+    return value
+
+
+GroupName = Annotated[str, AfterValidator(_group_name)]
+
+
 class Groups(Strict):
-    """Identity-provider groups per persona (names without the stack's groupPrefix)."""
+    """Identity-provider groups per persona (names without the stack's groupPrefix). `ci` lists the groups
+    of external CI identities; every team namespace also gets a `trainyard-ci` ServiceAccount."""
 
-    engineers: list[str] = Field(default_factory=list)
-    analysts: list[str] = Field(default_factory=list)
+    engineers: list[GroupName] = Field(default_factory=list)
+    analysts: list[GroupName] = Field(default_factory=list)
+    ci: list[GroupName] = Field(default_factory=list)
 
-    @field_validator("engineers", "analysts", mode="before")
+    @field_validator("engineers", "analysts", "ci", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
+    @model_validator(mode="after")
+    def _distinct(self) -> Groups:
+        for persona in ("engineers", "analysts", "ci"):
+            names: list[str] = getattr(self, persona)
+            if len(set(names)) != len(names):
+                raise ValueError(f"{persona}: a group is listed twice")
+        return self
+
+
+class PodSecurity(Strict):
+    """The Pod Security Admission level enforced on the team's namespaces (audit and warn stay
+    `restricted`). `baseline` is the exception for runtimes that need it (e.g. MPI launchers running
+    sshd) and needs a reason, which is written on the namespace for reviewers. `privileged` is never
+    granted to a team."""
+
+    level: Literal["restricted", "baseline"] = "restricted"
+    reason: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        # `podSecurity: restricted` is shorthand for `podSecurity: {level: restricted}`
+        return {"level": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _reasoned(self) -> PodSecurity:
+        if self.level == "baseline" and not self.reason:
+            raise ValueError("`baseline` is an exception: give `reason` (which runtime needs it and why)")
+        return self
+
+
+def _network(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value))
+    except ValueError:
+        raise ValueError(f"'{value}' is not a CIDR with its host bits zero "
+                         "(examples: 10.20.0.0/16, 0.0.0.0/0)") from None
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Destination(Strict):
+    """Addresses outside the cluster that a team's pods may reach, e.g. the object store's endpoint."""
+
+    cidr: Annotated[str, AfterValidator(_network)]
+    ports: list[Port] = Field(default_factory=lambda: [443], min_length=1)
+
+
+# Without `objectStorage`, a team reaches object storage (S3, GCS, Azure Blob, Ceph RGW behind TLS) and other
+# HTTPS endpoints on port 443 anywhere; a stack narrows this to the store's CIDRs and ports. Image pulls are
+# the kubelet's, not the pods', so they need no rule. Other tenants stay unreachable: their namespaces deny
+# all ingress that is not their own team's.
+HTTPS_ANYWHERE = (Destination(cidr="0.0.0.0/0"), Destination(cidr="::/0"))
+
+
+class NamespaceQuota(Strict):
+    """Object counts and storage per team namespace (compute comes from `quota`)."""
+
+    pods: PositiveInt = 500
+    services: NonNegativeInt = 50
+    config_maps: PositiveInt = Field(default=100, alias="configMaps")
+    secrets: NonNegativeInt = 100
+    persistent_volume_claims: NonNegativeInt = Field(default=20, alias="persistentVolumeClaims")
+    storage: Quantity = "20Ti"
+    train_jobs: NonNegativeInt = Field(default=100, alias="trainJobs")
+
 
 class TeamSpec(Strict):
+    """A team: its namespaces (default: the team name), guaranteed quota per pool, and access. Each
+    namespace gets Pod Security labels, a ResourceQuota up to what Kueue can admit for the team, default
+    requests, default-deny network policies with allows for DNS, the team's own namespaces, object storage
+    (`objectStorage`; default HTTPS on port 443 to any address) and the Trainer status server, and a
+    `trainyard-ci` ServiceAccount."""
+
     namespaces: list[DnsLabel] | None = None
     quota: dict[DnsLabel, NonNegativeInt | PoolQuota]
     weight: Decimal = Field(default=Decimal(1), gt=0, le=1000)
     borrowing_limit: NonNegativeInt | None = Field(default=None, alias="borrowingLimit")
     groups: Groups = Field(default_factory=Groups)
+    pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
+    object_storage: list[Destination] | None = Field(default=None, alias="objectStorage", min_length=1)
+    namespace_quota: NamespaceQuota = Field(default_factory=NamespaceQuota, alias="namespaceQuota")
 
     @field_validator("namespaces")
     @classmethod
@@ -62,6 +153,9 @@ class TeamSpec(Strict):
         if not self.quota:
             raise ValueError("`quota` needs at least one pool")
         return self
+
+    def egress_destinations(self) -> tuple[Destination, ...]:
+        return tuple(self.object_storage) if self.object_storage is not None else HTTPS_ANYWHERE
 
     def pool_quota(self, pool: str) -> PoolQuota:
         value = self.quota[pool]

@@ -1,0 +1,167 @@
+"""Access: the personas as exact verbs on exact resources, bound to identity-provider groups.
+
+- platform-admin: cluster-wide operations (drain nodes, stop or delete runaway jobs, read everything but
+  secrets) plus Kueue's upstream batch-admin role; shared infrastructure itself changes through this
+  repository, not by hand. Break-glass cluster-admin is kept out of band, never bound here.
+- ml-engineer: in each team namespace, Kueue's upstream batch-user role (TrainJobs, JobSets and Jobs; reads
+  LocalQueues, Workloads and pending workloads) plus what it leaves out: pods, logs, exec, the team's
+  config, secrets and volumes, and namespaced runtimes to read.
+- analyst: read-only on the team's jobs, logs and queues; no secrets, no config.
+- ci: submits TrainJobs and follows them, nothing else (a ServiceAccount per namespace, plus IdP groups).
+Engineers and analysts also read their team's ClusterQueue and namespaces by name, and the cluster's
+ClusterTrainingRuntimes (what the SDK lists; upstream leaves that binding to the installer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.spec import Platform, TeamFacts
+
+from .objects import child_opts, metadata
+from .tenancy import CI_SERVICE_ACCOUNT, TEAM_LABEL
+
+PERSONA_LABEL = "trainyard.io/persona"
+PLATFORM_ADMIN, ML_ENGINEER, ANALYST, CI = "platform-admin", "ml-engineer", "analyst", "ci"
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+# Kueue's chart names its aggregated roles after the Helm release, which is the Kueue component's chart
+# resource name ("kueue"; kubernetes-sigs/kueue charts/kueue/templates/rbac/batch_{user,admin}_role.yaml).
+KUEUE_RELEASE = "kueue"
+KUEUE_BATCH_USER = f"{KUEUE_RELEASE}-batch-user-role"
+KUEUE_BATCH_ADMIN = f"{KUEUE_RELEASE}-batch-admin-role"
+
+READ = ("get", "list", "watch")
+EDIT = (*READ, "create", "update", "patch", "delete")
+CORE, BATCH, TRAINER, KUEUE, JOBSET = "", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "jobset.x-k8s.io"
+VISIBILITY = "visibility.kueue.x-k8s.io"
+
+
+def rule(group: str, resources: Sequence[str], verbs: Sequence[str],
+         names: Sequence[str] = ()) -> dict[str, Any]:
+    entry: dict[str, Any] = {"apiGroups": [group], "resources": list(resources), "verbs": sorted(verbs)}
+    if names:
+        entry["resourceNames"] = list(names)
+    return entry
+
+
+# Trainyard's persona roles: role name -> (persona, rules). Upstream roles are bound beside them.
+PERSONA_ROLES: dict[str, tuple[str, list[dict[str, Any]]]] = {
+    "trainyard-platform-admin": (PLATFORM_ADMIN, [
+        rule(CORE, ["nodes"], (*READ, "patch")),  # cordon and uncordon
+        rule(CORE, ["pods/eviction"], ["create"]),  # drain
+        rule(CORE, ["pods"], (*READ, "delete")),
+        rule(CORE, ["pods/log"], ["get"]),
+        rule(CORE, ["namespaces", "resourcequotas", "limitranges", "persistentvolumes",
+                    "persistentvolumeclaims", "services", "configmaps", "serviceaccounts", "events"], READ),
+        rule(BATCH, ["jobs"], (*READ, "delete")),
+        rule(TRAINER, ["trainjobs"], (*READ, "patch", "delete")),  # suspend or stop a runaway job
+        rule(TRAINER, ["trainjobs/status"], ["get"]),
+        rule(TRAINER, ["clustertrainingruntimes", "trainingruntimes"], READ),
+        rule(JOBSET, ["jobsets"], (*READ, "delete")),
+        # access reviews
+        rule(RBAC_GROUP, ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], READ),
+        rule("storage.k8s.io", ["storageclasses"], READ),
+    ]),
+    "trainyard-ml-engineer": (ML_ENGINEER, [
+        rule(CORE, ["pods"], (*READ, "delete")),  # restart a stuck worker
+        rule(CORE, ["pods/log"], ["get"]),
+        rule(CORE, ["pods/exec"], ["create"]),  # debug a hanging collective
+        rule(CORE, ["events", "services", "resourcequotas", "limitranges"], READ),
+        rule(CORE, ["configmaps", "secrets", "persistentvolumeclaims"], EDIT),
+        rule(TRAINER, ["trainingruntimes"], READ),
+    ]),
+    "trainyard-analyst": (ANALYST, [
+        rule(CORE, ["pods", "events"], READ),
+        rule(CORE, ["pods/log"], ["get"]),
+        rule(BATCH, ["jobs"], READ),
+        rule(TRAINER, ["trainjobs"], READ),
+        rule(TRAINER, ["trainjobs/status"], ["get"]),
+        rule(JOBSET, ["jobsets"], READ),
+        rule(KUEUE, ["localqueues", "workloads"], READ),
+        rule(VISIBILITY, ["localqueues/pendingworkloads"], READ),
+    ]),
+    "trainyard-ci": (CI, [
+        rule(TRAINER, ["trainjobs"], ("create", "get", "list", "watch")),
+        rule(TRAINER, ["trainjobs/status"], ["get"]),
+    ]),
+}
+ROLE_OF = {persona: name for name, (persona, _) in PERSONA_ROLES.items()}
+
+
+def team_role_name(team: str) -> str:
+    return f"trainyard-team-{team}"
+
+
+def team_rules(team: TeamFacts) -> list[dict[str, Any]]:
+    """Cluster-scoped reads a team needs, limited by name to what is the team's own."""
+    return [
+        rule(CORE, ["namespaces"], ["get"], team.namespaces),
+        rule(KUEUE, ["clusterqueues"], READ, [team.queue]),
+        rule(TRAINER, ["clustertrainingruntimes"], READ),
+    ]
+
+
+def groups(platform: Platform, names: Sequence[str]) -> list[dict[str, str]]:
+    identity = platform.spec.identity
+    return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": identity.group(name)} for name in names]
+
+
+class Access(pulumi.ComponentResource):
+    def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
+                 team_namespaces: Mapping[str, pulumi.Resource],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainyard:platform:Access", name, None, opts)
+        self._k8s = provider
+        self._platform = platform
+        for role_name, (persona, rules) in PERSONA_ROLES.items():
+            self._role(f"role-{persona}", role_name, {PERSONA_LABEL: persona}, rules)
+        admins = groups(platform, platform.spec.identity.platform_admins)
+        if admins:
+            for suffix, role in (("", ROLE_OF[PLATFORM_ADMIN]), ("-kueue", KUEUE_BATCH_ADMIN)):
+                self._binding(f"trainyard-platform-admin{suffix}", PLATFORM_ADMIN, role, admins, {})
+        for team in platform.teams:
+            self._team(team, team_namespaces)
+        self.register_outputs({"personas": sorted(ROLE_OF), "platformAdmins": len(admins)})
+
+    def _team(self, team: TeamFacts, team_namespaces: Mapping[str, pulumi.Resource]) -> None:
+        spec = self._platform.spec.teams[team.name].groups
+        labels = {TEAM_LABEL: team.name}
+        engineers, analysts = groups(self._platform, spec.engineers), groups(self._platform, spec.analysts)
+        team_role = team_role_name(team.name)
+        self._role(f"role-team-{team.name}", team_role, labels, team_rules(team))
+        for persona, subjects in ((ML_ENGINEER, engineers), (ANALYST, analysts)):
+            if subjects:
+                self._binding(f"{team_role}-{persona}", persona, team_role, subjects, labels)
+        for ns in team.namespaces:
+            account = {"kind": "ServiceAccount", "name": CI_SERVICE_ACCOUNT, "namespace": ns}
+            bindings = [(ROLE_OF[ML_ENGINEER], ML_ENGINEER, ROLE_OF[ML_ENGINEER], engineers),
+                        (f"{ROLE_OF[ML_ENGINEER]}-kueue", ML_ENGINEER, KUEUE_BATCH_USER, engineers),
+                        (ROLE_OF[ANALYST], ANALYST, ROLE_OF[ANALYST], analysts),
+                        (ROLE_OF[CI], CI, ROLE_OF[CI], [account, *groups(self._platform, spec.ci)])]
+            for binding, persona, role, subjects in bindings:
+                if subjects:
+                    self._binding(binding, persona, role, subjects, labels, ns, team_namespaces[ns])
+
+    def _role(self, resource_name: str, name: str, labels: Mapping[str, str],
+              rules: list[dict[str, Any]]) -> None:
+        meta: Any = metadata(name, labels=labels)
+        k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=cast(Any, rules),
+                                opts=child_opts(self, self._k8s))
+
+    def _binding(self, name: str, persona: str, role: str, subjects: list[dict[str, str]],
+                 labels: Mapping[str, str], ns: str | None = None,
+                 namespace: pulumi.Resource | None = None) -> None:
+        """A RoleBinding in `ns` once its namespace exists, or a ClusterRoleBinding without `ns`."""
+        meta: Any = metadata(name, ns, {**labels, PERSONA_LABEL: persona})
+        ref: Any = {"kind": "ClusterRole", "apiGroup": RBAC_GROUP, "name": role}
+        if ns is None:
+            k8s.rbac.v1.ClusterRoleBinding(f"crb-{name}", metadata=meta, role_ref=ref,
+                                           subjects=cast(Any, subjects), opts=child_opts(self, self._k8s))
+            return
+        k8s.rbac.v1.RoleBinding(f"rb-{ns}-{name}", metadata=meta, role_ref=ref, subjects=cast(Any, subjects),
+                                opts=child_opts(self, self._k8s, depends_on=[namespace] if namespace else []))
