@@ -1,0 +1,169 @@
+"""The access matrix (persona x resource x verb), read from the roles and bindings a stack renders.
+
+Bindings name their persona in the `trainyard.io/persona` label; every rule of every role they reference is
+expanded here, so the matrix can never claim a right the rendered objects do not grant. Roles an upstream
+chart defines (Kueue's aggregated roles) are not in the render: they are listed by name, with their source.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .engine import Capture
+from .plan import objects
+
+PERSONA_LABEL = "trainyard.io/persona"
+PERSONAS = ("platform-admin", "ml-engineer", "analyst", "ci")
+NAMESPACED, CLUSTER, OWN = "ns", "cluster", "own"
+SCOPES = {
+    NAMESPACED: "in each namespace of the holder's team (RoleBinding)",
+    CLUSTER: "cluster-wide (ClusterRoleBinding)",
+    OWN: "cluster-scoped, only the team's own objects by name (resourceNames)",
+}
+BROAD_ROLES = frozenset({"cluster-admin", "admin", "edit"})
+GROUP_ORDER = ("", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "visibility.kueue.x-k8s.io",
+               "jobset.x-k8s.io")
+# What the upstream roles hold (kubernetes-sigs/kueue charts/kueue/templates/rbac/): they aggregate every
+# ClusterRole that carries their label, so their rules exist only in the cluster, not in the render.
+UPSTREAM = {
+    "batch-user-role": "Kueue: aggregates `rbac.kueue.x-k8s.io/batch-user` roles: job editors (batch jobs, "
+                       "jobsets, trainjobs and other integrations: create, delete, get, list, patch, update, "
+                       "watch; their /status: get) and viewers of localqueues, workloads and "
+                       "localqueues/pendingworkloads",
+    "batch-admin-role": "Kueue: aggregates `rbac.kueue.x-k8s.io/batch-admin` roles: every Kueue editor and "
+                        "viewer (clusterqueues, cohorts, resourceflavors, topologies, localqueues, workloads, "
+                        "admission checks, priority classes) and the job editors",
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    persona: str
+    group: str
+    resource: str
+    verb: str
+    scope: str
+
+
+def _rules(capture: Capture) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    roles: dict[str, list[dict[str, Any]]] = {}
+    bindings = []
+    for _, obj in objects(capture):
+        kind, meta = obj.get("kind"), obj.get("metadata", {})
+        if kind in ("ClusterRole", "Role"):
+            roles[f"{meta.get('namespace', '')}/{meta['name']}"] = obj.get("rules", [])
+        elif kind in ("ClusterRoleBinding", "RoleBinding") and PERSONA_LABEL in meta.get("labels", {}):
+            bindings.append(obj)
+    return roles, bindings
+
+
+def _role_key(binding: dict[str, Any]) -> str:
+    ref = binding["roleRef"]
+    namespace = binding["metadata"].get("namespace", "") if ref["kind"] == "Role" else ""
+    return f"{namespace}/{ref['name']}"
+
+
+def grants(capture: Capture) -> tuple[set[Grant], set[tuple[str, str, str]]]:
+    """Every (persona, group, resource, verb, scope) the rendered bindings grant, and the bindings to roles
+    the render does not contain (persona, role, scope)."""
+    roles, bindings = _rules(capture)
+    found: set[Grant] = set()
+    upstream: set[tuple[str, str, str]] = set()
+    for binding in bindings:
+        persona = binding["metadata"]["labels"][PERSONA_LABEL]
+        scope = NAMESPACED if binding["kind"] == "RoleBinding" else CLUSTER
+        key = _role_key(binding)
+        if key not in roles:
+            upstream.add((persona, binding["roleRef"]["name"], scope))
+            continue
+        for rule in roles[key]:
+            rule_scope = OWN if scope == CLUSTER and rule.get("resourceNames") else scope
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    for verb in rule.get("verbs", []):
+                        found.add(Grant(persona, group, resource, verb, rule_scope))
+    return found, upstream
+
+
+def _group_rank(group: str) -> tuple[int, str]:
+    return (GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER), group)
+
+
+def _cell(items: Iterable[Grant]) -> str:
+    by_scope: dict[str, set[str]] = defaultdict(set)
+    for grant in items:
+        by_scope[grant.scope].add(grant.verb)
+    return "; ".join(f"{', '.join(sorted(verbs))} [{scope}]" for scope, verbs in sorted(by_scope.items()))
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    header, *body = rows
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body), ""]
+
+
+def _subjects(capture: Capture) -> list[list[str]]:
+    held: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for binding in _rules(capture)[1]:
+        persona = binding["metadata"]["labels"][PERSONA_LABEL]
+        for subject in binding.get("subjects", []):
+            name = subject["name"]
+            if subject["kind"] == "ServiceAccount":
+                name = f"serviceaccount {subject['namespace']}/{name}"
+            held[(persona, subject["kind"])].add(name)
+    return [[persona, kind, ", ".join(f"`{n}`" for n in sorted(names))]
+            for (persona, kind), names in sorted(held.items(), key=lambda i: (PERSONAS.index(i[0][0]), i[0][1]))]
+
+
+def access_matrix(capture: Capture) -> str:
+    """Markdown: one row per API group and resource, one column per persona, verbs with their scope."""
+    found, upstream = grants(capture)
+    personas = [p for p in PERSONAS if any(g.persona == p for g in found) or any(u[0] == p for u in upstream)]
+    by_row: dict[tuple[str, str], list[Grant]] = defaultdict(list)
+    for grant in found:
+        by_row[(grant.group, grant.resource)].append(grant)
+    rows = [["API group", "resource", *personas]]
+    for group, resource in sorted(by_row, key=lambda k: (_group_rank(k[0]), k[1])):
+        cells = [_cell(g for g in by_row[(group, resource)] if g.persona == p) or "-" for p in personas]
+        rows.append([f"`{group or 'core'}`", f"`{resource}`", *cells])
+    broad = sorted({f"{g.group}/{g.resource} {g.verb}" for g in found if "*" in (g.group, g.resource, g.verb)}
+                   | {role for _, role, _ in upstream if role in BROAD_ROLES})
+    lines = [
+        f"# Access matrix: stack `{capture.stack}`", "",
+        "Generated from the rendered roles and bindings by `infra.offline.access.access_matrix` "
+        "(`python -m infra.offline.access STACK`); do not edit.",
+        "A binding's persona is its `trainyard.io/persona` label. Rights from the upstream roles below come on top.",
+        ("No persona is granted `*` or a built-in admin role." if not broad
+         else "WARNING: broad grants: " + ", ".join(broad) + "."), "",
+        "Scopes: " + "; ".join(f"`[{key}]` {text}" for key, text in SCOPES.items()) + ".", "",
+        *_table(rows),
+        "## Upstream roles bound to personas", "",
+        "Defined by upstream charts, so their rules are not in the render; each persona gets them in addition.",
+        "",
+    ]
+    upstream_rows = [["persona", "ClusterRole", "scope", "what it holds"]]
+    for persona, role, scope in sorted(upstream, key=lambda u: (PERSONAS.index(u[0]), u[1])):
+        note = next((text for suffix, text in UPSTREAM.items() if role.endswith(suffix)), "upstream role")
+        upstream_rows.append([persona, f"`{role}`", f"[{scope}]", note])
+    lines += _table(upstream_rows) if len(upstream_rows) > 1 else ["None.", ""]
+    lines += ["## Who holds each persona", "", *_table([["persona", "subject kind", "subjects"],
+                                                       *_subjects(capture)])]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from infra.spec.load import read_stack_config, stack_name, stack_path
+
+    from .engine import run
+
+    root = Path(__file__).resolve().parents[2]
+    stack = sys.argv[1] if len(sys.argv) > 1 else "onprem-lab"
+    path = stack_path(stack, root)
+    text = access_matrix(run(stack_name(path), read_stack_config(path)))
+    (root / "docs" / "access-matrix.md").write_text(text, encoding="utf-8")

@@ -1,0 +1,232 @@
+"""Access: personas get exactly the rights the handover promises, bound to the declared groups only."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from infra.offline.access import access_matrix
+from infra.offline.engine import Capture
+
+from .conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+
+READ = {"get", "list", "watch"}
+BUILTIN_BROAD = {"cluster-admin", "admin", "edit"}
+PERSONA = "trainyard.io/persona"
+
+
+def _bindings(capture: Capture) -> list[dict[str, Any]]:
+    return kube_objects(capture, "RoleBinding") + kube_objects(capture, "ClusterRoleBinding")
+
+
+def _roles(capture: Capture) -> dict[str, dict[str, Any]]:
+    return {r["metadata"]["name"]: r for r in kube_objects(capture, "ClusterRole")}
+
+
+def _tenant_subjects_of(stack: str, team_name: str) -> set[tuple[str, str]]:
+    """A team's identity-provider groups (with the stack's prefix) and its CI ServiceAccounts."""
+    spec = platform_of(stack).spec
+    team = spec.teams[team_name]
+    subjects = {("Group", f"{spec.identity.group_prefix}{group}")
+                for group in (*team.groups.engineers, *team.groups.analysts, *team.groups.ci)}
+    return subjects | {("ServiceAccount", f"{ns}/trainyard-ci") for ns in spec.namespaces(team_name)}
+
+
+def _tenant_subjects(stack: str) -> set[tuple[str, str]]:
+    return {s for team in platform_of(stack).spec.teams for s in _tenant_subjects_of(stack, team)}
+
+
+def _subject_key(subject: dict[str, Any]) -> tuple[str, str]:
+    if subject["kind"] == "ServiceAccount":
+        return ("ServiceAccount", f"{subject['namespace']}/{subject['name']}")
+    return (subject["kind"], subject["name"])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_tenant_binding_grants_cluster_admin_or_wildcards(stack: str) -> None:
+    capture = capture_of(stack)
+    roles, tenants = _roles(capture), _tenant_subjects(stack)
+    checked = 0
+    for binding in _bindings(capture):
+        ref = binding["roleRef"]["name"]
+        assert ref not in BUILTIN_BROAD or not binding.get("subjects"), binding["metadata"]["name"]
+        if not tenants & {_subject_key(s) for s in binding.get("subjects", [])}:
+            continue
+        checked += 1
+        if ref in roles:
+            for rule in roles[ref].get("rules", []):
+                for field in ("verbs", "resources", "apiGroups"):
+                    assert "*" not in rule.get(field, []), (ref, rule)
+        else:  # not rendered: only the upstream role built for batch users
+            assert ref == "kueue-batch-user-role", ref
+    assert checked or not tenants
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_team_bindings_name_only_that_teams_groups(stack: str) -> None:
+    """Analysts and engineers see their own team's namespaces, not another team's."""
+    spec, capture = platform_of(stack).spec, capture_of(stack)
+    tenants = _tenant_subjects(stack)
+    for team_name in spec.teams:
+        own = _tenant_subjects_of(stack, team_name)
+        for binding in kube_objects(capture, "RoleBinding"):
+            if binding["metadata"]["namespace"] not in spec.namespaces(team_name):
+                continue
+            for subject in map(_subject_key, binding["subjects"]):
+                assert subject in own or subject not in tenants, (team_name, subject)
+
+
+def _persona_rules(capture: Capture, persona: str, namespace: str | None) -> list[dict[str, Any]]:
+    roles = _roles(capture)
+    rules = []
+    for binding in _bindings(capture):
+        if binding["metadata"]["labels"].get(PERSONA) != persona:
+            continue
+        if namespace and binding["metadata"].get("namespace", namespace) != namespace:
+            continue
+        rules += roles.get(binding["roleRef"]["name"], {}).get("rules", [])
+    return rules
+
+
+def _rights(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    rights: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                rights[(group, resource)] |= set(rule["verbs"])
+    return rights
+
+
+def test_analysts_only_read_their_jobs_logs_and_queues() -> None:
+    rights = _rights(_persona_rules(capture_of("onprem-lab"), "analyst", "nlp"))
+    assert all(verbs <= READ for verbs in rights.values()), rights
+    for needed in [("trainer.kubeflow.org", "trainjobs"), ("", "pods/log"), ("kueue.x-k8s.io", "localqueues"),
+                   ("kueue.x-k8s.io", "workloads"), ("jobset.x-k8s.io", "jobsets"), ("batch", "jobs")]:
+        assert "get" in rights[needed], needed
+    assert ("", "secrets") not in rights and ("", "configmaps") not in rights
+
+
+def test_ci_only_submits_and_follows_trainjobs() -> None:
+    rights = _rights(_persona_rules(capture_of("onprem-lab"), "ci", "vision"))
+    assert set(rights) <= {("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "trainjobs/status")}
+    assert "create" in rights[("trainer.kubeflow.org", "trainjobs")]
+    assert not rights[("trainer.kubeflow.org", "trainjobs")] & {"delete", "update", "patch", "deletecollection"}
+
+
+def test_ci_binds_the_namespace_service_account_and_the_declared_ci_groups() -> None:
+    spec, capture = platform_of("onprem-lab").spec, capture_of("onprem-lab")
+    assert spec.teams["vision"].groups.ci, "the lab declares a CI group for vision"
+    for team_name, team in spec.teams.items():
+        for ns in spec.namespaces(team_name):
+            ci = [b for b in kube_objects(capture, "RoleBinding")
+                  if b["metadata"]["namespace"] == ns and b["metadata"]["labels"].get(PERSONA) == "ci"]
+            subjects = {_subject_key(s) for b in ci for s in b["subjects"]}
+            expected = {("ServiceAccount", f"{ns}/trainyard-ci")}
+            expected |= {("Group", f"{spec.identity.group_prefix}{g}") for g in team.groups.ci}
+            assert subjects == expected, ns
+
+
+def test_engineers_submit_through_kueues_batch_user_role_and_debug_their_pods() -> None:
+    spec, capture = platform_of("onprem-lab").spec, capture_of("onprem-lab")
+    release = next(r.name for r in capture.resources if r.type.startswith("kubernetes:helm.sh/")
+                   and "kueue" in str(r.inputs.get("chart")))
+    # Kueue's chart names the role `<fullname>-batch-user-role`; fullname is the release when it contains "kueue".
+    assert "kueue" in release
+    for ns in spec.namespaces("speech"):
+        refs = {b["roleRef"]["name"] for b in kube_objects(capture, "RoleBinding")
+                if b["metadata"]["namespace"] == ns and b["metadata"]["labels"].get(PERSONA) == "ml-engineer"}
+        assert f"{release}-batch-user-role" in refs
+    rights = _rights(_persona_rules(capture, "ml-engineer", "speech"))
+    assert {"create"} <= rights[("", "pods/exec")] and "delete" in rights[("", "pods")]
+    assert not any(group in ("kueue.x-k8s.io",) and verbs - READ for (group, _), verbs in rights.items())
+
+
+def test_platform_admins_are_bound_cluster_wide_with_the_prefix_but_not_as_cluster_admin() -> None:
+    spec, capture = platform_of("onprem-lab").spec, capture_of("onprem-lab")
+    admin = [b for b in kube_objects(capture, "ClusterRoleBinding")
+             if b["metadata"]["labels"].get(PERSONA) == "platform-admin"]
+    expected = {f"{spec.identity.group_prefix}{g}" for g in spec.identity.platform_admins}
+    assert expected and all({s["name"] for s in b["subjects"]} == expected for b in admin)
+    assert {b["roleRef"]["name"] for b in admin} >= {"kueue-batch-admin-role"}
+    assert not {b["roleRef"]["name"] for b in admin} & BUILTIN_BROAD
+    rights = _rights(_persona_rules(capture, "platform-admin", None))
+    assert ("", "secrets") not in rights, "admins read workloads, not tenants' secrets"
+    assert "create" in rights[("", "pods/eviction")] and "patch" in rights[("", "nodes")]
+
+
+def test_without_platform_admins_no_cluster_wide_admin_binding() -> None:
+    capture = capture_of("local")
+    assert not platform_of("local").spec.identity.platform_admins
+    assert not [b for b in kube_objects(capture, "ClusterRoleBinding")
+                if b["metadata"]["labels"].get(PERSONA) == "platform-admin"]
+
+
+def test_the_group_prefix_is_configurable() -> None:
+    raw = raw_platform("onprem-lab")
+    raw["identity"]["groupPrefix"] = "corp-sso/"
+    capture = run_raw("onprem-lab", raw)
+    names = {s["name"] for b in _bindings(capture) for s in b["subjects"] if s["kind"] == "Group"}
+    assert "corp-sso/vision-eng" in names and "corp-sso/platform-admins" in names
+    assert not any(name.startswith("oidc:") for name in names)
+
+
+def test_team_cluster_reads_are_limited_to_the_teams_own_queue_and_namespaces() -> None:
+    spec, capture = platform_of("onprem-lab").spec, capture_of("onprem-lab")
+    roles = _roles(capture)
+    for team_name in spec.teams:
+        refs = {b["roleRef"]["name"] for b in kube_objects(capture, "ClusterRoleBinding")
+                if b["metadata"]["labels"].get("trainyard.io/team") == team_name}
+        for ref in refs:
+            for rule in roles[ref]["rules"]:
+                if rule["resources"] == ["clusterqueues"]:
+                    assert rule["resourceNames"] == [team_name]
+                if rule["resources"] == ["namespaces"]:
+                    assert rule["resourceNames"] == spec.namespaces(team_name)
+
+
+_CELL = re.compile(r"([a-z, ]+) \[(ns|cluster|own)\]")
+
+
+def _parse_matrix(text: str) -> dict[tuple[str, str, str], set[str]]:
+    """persona, API group, resource -> verbs, read back from the first markdown table."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    personas = header[2:]
+    found: dict[tuple[str, str, str], set[str]] = {}
+    for line in lines[1:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) != len(header) or not cells[0].startswith("`"):
+            break
+        group, resource = cells[0].strip("`"), cells[1].strip("`")
+        for persona, cell in zip(personas, cells[2:], strict=True):
+            verbs = {v.strip() for match in _CELL.finditer(cell) for v in match.group(1).split(",")}
+            if verbs:
+                found[(persona, "" if group == "core" else group, resource)] = verbs
+    return found
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_access_matrix_matches_the_rendered_roles(stack: str) -> None:
+    capture = capture_of(stack)
+    expected: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    roles = _roles(capture)
+    for binding in _bindings(capture):
+        persona = binding["metadata"]["labels"].get(PERSONA)
+        for rule in roles.get(binding["roleRef"]["name"], {}).get("rules", []) if persona else []:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    expected[(persona, group, resource)] |= set(rule["verbs"])
+    text = access_matrix(capture)
+    assert _parse_matrix(text) == dict(expected)
+    upstream = {b["roleRef"]["name"] for b in _bindings(capture)
+                if b["roleRef"]["name"] not in roles and PERSONA in b["metadata"]["labels"]}
+    for role in upstream:
+        assert f"`{role}`" in text
+
+
+def test_docs_access_matrix_is_current() -> None:
+    committed = (ROOT / "docs" / "access-matrix.md").read_text(encoding="utf-8")
+    assert committed == access_matrix(capture_of("onprem-lab")), "regenerate docs/access-matrix.md"
