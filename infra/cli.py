@@ -15,6 +15,7 @@ from infra.offline import engine
 from infra.offline.checks import default_crds_dir, run_checks
 from infra.offline.plan import write
 from infra.offline.report import summary
+from infra.onboard import register as register_team
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 
@@ -109,6 +110,7 @@ def _register_docs(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
 
 # Subcommands that live with their concern register here: register(subparsers) adds one.
 EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [_register_docs]  # type: ignore[type-arg]
+EXTENSIONS.append(register_team)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

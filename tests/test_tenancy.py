@@ -1,0 +1,207 @@
+"""Tenancy: every team namespace, as rendered, is isolated and bounded the way its declaration says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.offline.plan import write
+from infra.spec import SpecError, validate
+from infra.spec.base import parse_quantity
+from infra.spec.pools import GPU_RESOURCE
+
+from .conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+
+PSA = "pod-security.kubernetes.io"
+TEAM_LABEL = "trainyard.io/team"
+TRAINER_VALUES = CRDS.parent / "upstream-values" / "kubeflow-trainer-2.2.1-values.yaml"
+
+
+def _manifests(tmp_path: Path, stack: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The rendered manifests/ tree, walked from disk: namespace folder -> kind -> objects."""
+    write(capture_of(stack), tmp_path)
+    tree: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for path in sorted((tmp_path / "manifests").rglob("*.yaml")):
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+        tree.setdefault(path.parent.name, {}).setdefault(obj["kind"], []).append(obj)
+    return tree
+
+
+def _team_namespaces(stack: str) -> Iterator[tuple[str, str]]:
+    spec = platform_of(stack).spec
+    for team in spec.teams:
+        for ns in spec.namespaces(team):
+            yield team, ns
+
+
+def _one(objs: list[dict[str, Any]], name: str, namespace: str | None = None) -> dict[str, Any]:
+    found = [o for o in objs if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace]
+    assert len(found) == 1, f"{name} in {namespace}: {len(found)}"
+    return found[0]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_team_namespace_has_quota_limits_default_deny_and_psa(stack: str, tmp_path: Path) -> None:
+    tree = _manifests(tmp_path, stack)
+    pairs = list(_team_namespaces(stack))
+    for team, ns in pairs:
+        namespace = _one(tree["_cluster"]["Namespace"], ns)
+        labels = namespace["metadata"]["labels"]
+        assert labels[TEAM_LABEL] == team
+        assert labels[f"{PSA}/enforce"] in ("restricted", "baseline")
+        assert labels[f"{PSA}/warn"] == labels[f"{PSA}/audit"] == "restricted"
+        objects = tree[ns]
+        hard = objects["ResourceQuota"][0]["spec"]["hard"]
+        for key in ("requests.cpu", "requests.memory", "pods", "services", "configmaps", "secrets",
+                    "persistentvolumeclaims", "requests.storage"):
+            assert key in hard, f"{ns}: quota has no {key}"
+        if any(f.gpu_resources for f in platform_of(stack).flavors):
+            assert f"requests.{GPU_RESOURCE}" in hard
+        defaults = [limit for lr in objects["LimitRange"] for limit in lr["spec"]["limits"]]
+        assert any(d["type"] == "Container" and d.get("defaultRequest") for d in defaults)
+        deny = [p for p in objects["NetworkPolicy"]
+                if p["spec"]["podSelector"] == {} and set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+                and not p["spec"].get("ingress") and not p["spec"].get("egress")]
+        assert deny, f"{ns}: no default-deny NetworkPolicy"
+        assert any(sa["metadata"]["name"] == "trainyard-ci" for sa in objects["ServiceAccount"])
+    assert len(pairs) == len({ns for _, ns in pairs})
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_no_policy_opens_a_namespace_to_another_team(stack: str) -> None:
+    """Ingress only from the team's own namespaces; egress to other namespaces only DNS and the Trainer."""
+    spec = platform_of(stack).spec
+    team_of = {ns: team for team, ns in _team_namespaces(stack)}
+    for policy in kube_objects(capture_of(stack), "NetworkPolicy"):
+        ns = policy["metadata"]["namespace"]
+        if ns not in team_of:
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            for peer in rule.get("from", []):
+                assert peer == {"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_of[ns]}}}, (ns, peer)
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule.get("to", []):
+                selector = peer.get("namespaceSelector", {}).get("matchLabels", {})
+                if TEAM_LABEL in selector:
+                    assert selector[TEAM_LABEL] == team_of[ns]
+                elif selector:
+                    target = selector["kubernetes.io/metadata.name"]
+                    assert target not in team_of, f"{ns} may reach team namespace {target}"
+                else:
+                    assert set(peer) == {"ipBlock"}, (ns, peer)
+    assert spec.teams or not team_of
+
+
+def test_trainer_status_server_is_reachable_on_the_upstream_port() -> None:
+    if not TRAINER_VALUES.is_file():
+        pytest.skip(f"{TRAINER_VALUES} not present")
+    port = yaml.safe_load(TRAINER_VALUES.read_text(encoding="utf-8"))["manager"]["config"]["statusServer"]["port"]
+    capture = capture_of("onprem-lab")
+    chart = next(r for r in capture.resources if r.type.startswith("kubernetes:helm.sh/")
+                 and "kubeflow-trainer" in str(r.inputs.get("chart")))
+    for _, ns in _team_namespaces("onprem-lab"):
+        allowed = [(peer, p) for policy in kube_objects(capture, "NetworkPolicy")
+                   if policy["metadata"]["namespace"] == ns for rule in policy["spec"].get("egress", [])
+                   for peer in rule.get("to", []) for p in rule.get("ports", [])]
+        trainer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": chart.inputs["namespace"]}}}
+        assert (trainer, {"protocol": "TCP", "port": port}) in allowed, ns
+
+
+def _egress_blocks(capture: Any, ns: str, name: str) -> list[tuple[str, list[int]]]:
+    policy = _one(kube_objects(capture, "NetworkPolicy"), name, ns)
+    return [(peer["ipBlock"]["cidr"], [p["port"] for p in rule["ports"]])
+            for rule in policy["spec"]["egress"] for peer in rule["to"]]
+
+
+def test_object_storage_egress_follows_the_declaration() -> None:
+    capture = capture_of("onprem-lab")
+    assert sorted(_egress_blocks(capture, "nlp", "allow-object-storage")) == [("0.0.0.0/0", [443]), ("::/0", [443])]
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["nlp"]["objectStorage"] = [{"cidr": "10.40.0.0/16", "ports": [443, 7480]}]
+    narrowed = run_raw("onprem-lab", raw)
+    assert _egress_blocks(narrowed, "nlp", "allow-object-storage") == [("10.40.0.0/16", [443, 7480])]
+    assert sorted(_egress_blocks(narrowed, "vision", "allow-object-storage"))[0] == ("0.0.0.0/0", [443])
+
+
+def _pool_capacity(pool: dict[str, Any]) -> int:
+    return len(pool["nodes"]) * pool.get("perNode", 0) * pool.get("sharing", {}).get("timeSlicing", 1)
+
+
+def test_gpu_quota_is_what_kueue_can_admit_nominal_plus_borrowing() -> None:
+    """A ResourceQuota at the nominal share would reject pods Kueue admitted on borrowed GPUs."""
+    raw, capture = raw_platform("onprem-lab"), capture_of("onprem-lab")
+    for team_name, team in raw["teams"].items():
+        expected = 0
+        for pool_name, quota in team["quota"].items():
+            pool = raw["pools"][pool_name]
+            if "gpu" not in pool:
+                continue
+            capacity = _pool_capacity(pool)
+            gpus = quota if isinstance(quota, int) else quota["gpus"]
+            limit = team.get("borrowingLimit")
+            expected += capacity if limit is None else min(gpus + limit, capacity)
+        for ns in team.get("namespaces", [team_name]):
+            hard = _one(kube_objects(capture, "ResourceQuota"), "team-quota", ns)["spec"]["hard"]
+            assert int(hard[f"requests.{GPU_RESOURCE}"]) == expected, team_name
+    assert "borrowingLimit" in raw["teams"]["nlp"], "the lab must keep a team with a borrowing limit"
+
+
+def test_object_counts_and_storage_follow_namespace_quota() -> None:
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["speech"]["namespaceQuota"] = {"pods": 40, "persistentVolumeClaims": 3, "storage": "2Ti",
+                                                "trainJobs": 7}
+    capture = run_raw("onprem-lab", raw)
+    for ns in ("speech", "speech-eval"):
+        hard = _one(kube_objects(capture, "ResourceQuota"), "team-quota", ns)["spec"]["hard"]
+        assert hard["pods"] == "40" and hard["persistentvolumeclaims"] == "3"
+        assert parse_quantity(hard["requests.storage"]) == 2 * Decimal(2**40)
+        assert hard["count/trainjobs.trainer.kubeflow.org"] == "7"
+        assert hard["services.loadbalancers"] == hard["services.nodeports"] == "0"
+    vision = _one(kube_objects(capture, "ResourceQuota"), "team-quota", "vision")["spec"]["hard"]
+    assert vision["pods"] != "40"
+
+
+def test_baseline_is_an_exception_with_a_reason_on_the_namespace() -> None:
+    raw = raw_platform("onprem-lab")
+    reason = "mpi-distributed runs sshd in the launcher"
+    raw["teams"]["speech"]["podSecurity"] = {"level": "baseline", "reason": reason}
+    capture = run_raw("onprem-lab", raw)
+    for ns in ("speech", "speech-eval"):
+        meta = _one(kube_objects(capture, "Namespace"), ns)["metadata"]
+        assert meta["labels"][f"{PSA}/enforce"] == "baseline"
+        assert meta["labels"][f"{PSA}/warn"] == "restricted"
+        assert reason in meta["annotations"].values()
+    vision = _one(kube_objects(capture, "Namespace"), "vision")["metadata"]
+    assert vision["labels"][f"{PSA}/enforce"] == "restricted" and "annotations" not in vision
+
+
+@pytest.mark.parametrize("security", ["baseline", {"level": "baseline"}, {"level": "privileged", "reason": "x"}])
+def test_pod_security_exceptions_without_reason_or_beyond_baseline_are_refused(security: object) -> None:
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["speech"]["podSecurity"] = security
+    with pytest.raises(SpecError, match=r"teams\.speech\.podSecurity"):
+        validate(raw, "onprem-lab")
+
+
+def test_psa_version_follows_the_cluster_minor() -> None:
+    platform, capture = platform_of("onprem-lab"), capture_of("onprem-lab")
+    labels = _one(kube_objects(capture, "Namespace"), "nlp")["metadata"]["labels"]
+    assert labels[f"{PSA}/enforce-version"] == f"v{platform.spec.versions.kubernetes}"
+
+
+@pytest.mark.parametrize(("value", "path"), [
+    ({"cidr": "10.0.0.1/16"}, "objectStorage[0].cidr"),
+    ({"cidr": "10.0.0.0/16", "ports": [0]}, "objectStorage[0].ports"),
+    ({"cidr": "10.0.0.0/16", "ports": []}, "objectStorage[0].ports"),
+])
+def test_bad_object_storage_destinations_are_refused(value: dict[str, Any], path: str) -> None:
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["nlp"]["objectStorage"] = [value]
+    with pytest.raises(SpecError) as error:
+        validate(raw, "onprem-lab")
+    assert f"teams.nlp.{path}" in str(error.value)
