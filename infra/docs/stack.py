@@ -84,7 +84,8 @@ def _diagram(platform: Platform) -> list[str]:
     for team in platform.teams:
         lines.append(f'  cohort_{cohort} --> cq_{team.name}["ClusterQueue {team.queue}"]')
         for namespace in team.namespaces:
-            lines.append(f'  cq_{team.name} --> lq_{namespace.replace("-", "_")}["{namespace}/LocalQueue {team.queue}"]')
+            node = f'lq_{namespace.replace("-", "_")}'
+            lines.append(f'  cq_{team.name} --> {node}["{namespace}/LocalQueue {team.queue}"]')
     return [*lines, "```", ""]
 
 

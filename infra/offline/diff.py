@@ -49,7 +49,8 @@ def rendered_files(out: Path) -> dict[str, str]:
     """Relative path -> text of every manifest and chart input in a render directory."""
     if not (out / "plan.json").is_file():
         return {}
-    files = {str(p.relative_to(out)): p.read_text(encoding="utf-8") for p in sorted((out / "manifests").rglob("*.yaml"))}
+    manifests = sorted((out / "manifests").rglob("*.yaml"))
+    files = {str(p.relative_to(out)): p.read_text(encoding="utf-8") for p in manifests}
     files.update(_chart_files(json.loads((out / "plan.json").read_text(encoding="utf-8"))))
     return files
 

@@ -34,7 +34,7 @@ class CrdIndex:
     def __init__(self, root: Path, dirs: dict[str, str]) -> None:
         self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.missing: list[str] = []
-        for component, rel in sorted(dirs.items()):
+        for rel in sorted(dirs.values()):
             folder = root / rel
             if not folder.is_dir():
                 self.missing.append(rel)
@@ -97,7 +97,7 @@ def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
     return problems
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _core_validator(kind: str, api_version: str, k8s_version: str) -> jsonschema.Validator | None:
     version = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) <= k8s_version][-1]
     folder = f"kubernetes-json-schema/v{version}-local-strict"

@@ -20,8 +20,8 @@ def child_opts(parent: pulumi.Resource, provider: pulumi.ProviderResource,
 
 
 def metadata(name: str, namespace: str | None = None, labels: Mapping[str, str] | None = None,
-             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": {**MANAGED_BY, **(labels or {})}}
+             annotations: Mapping[str, str] | None = None) -> k8s.meta.v1.ObjectMetaArgsDict:
+    meta: k8s.meta.v1.ObjectMetaArgsDict = {"name": name, "labels": {**MANAGED_BY, **(labels or {})}}
     if namespace:
         meta["namespace"] = namespace
     if annotations:
@@ -29,7 +29,7 @@ def metadata(name: str, namespace: str | None = None, labels: Mapping[str, str] 
     return meta
 
 
-def custom_object(name: str, api_version: str, kind: str, meta: dict[str, Any], spec: Any,
+def custom_object(name: str, api_version: str, kind: str, meta: k8s.meta.v1.ObjectMetaArgsDict, spec: Any,
                   opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
     return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, metadata=meta, spec=spec,
                                             opts=opts)
@@ -48,7 +48,6 @@ def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransform
 def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any],
                opts: pulumi.ResourceOptions, skip_crds: bool = False) -> k8s.helm.v4.Chart:
     """An upstream chart at its pinned version, rendered by Pulumi (so previews show every object)."""
-    repository = {} if chart.oci else {"repository_opts": k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository)}
     return k8s.helm.v4.Chart(
         name,
         chart=chart.repository if chart.oci else chart.name,
@@ -56,7 +55,7 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
         namespace=namespace,
         values=dict(values),
         skip_crds=skip_crds,
-        **repository,
+        repository_opts=None if chart.oci else k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
     )
 

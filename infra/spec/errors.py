@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import ValidationError
 
 
@@ -14,16 +16,21 @@ class SpecError(Exception):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+# Entries pydantic adds to an error location for union members and validators, not stack-file keys.
+_MARKER = re.compile(
+    r"^(function-(after|before|wrap|plain)\[.*\]|constrained-\w+|str|int|float|bool|decimal|"
+    r"(list|dict|set|tuple|literal|tagged-union|union)\[.*\]|[A-Z][A-Za-z0-9]*)$"
+)
+
+
 def _location(loc: tuple[int | str, ...]) -> str:
     parts: list[str] = []
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in {"function-after", "function-before", "function-wrap", "tagged-union", "union"}:
-            continue
-        elif str(item).startswith(("function-", "constrained-", "str", "int", "dict[", "list[", "literal[")):
-            continue
-        else:
+        elif item == "[key]":
+            parts.append(" (a key)")
+        elif not _MARKER.match(str(item)):
             parts.append(("." if parts else "") + str(item))
     return "".join(parts)
 

@@ -34,18 +34,18 @@ def minor(version: str) -> str:
     return f"{major}.{minor_part}"
 
 
-# Known releases, newest patch last. A stack may pin any of these; anything else is a config error.
-KUEUE_RELEASES = ("0.19.2", "0.19.3", "0.19.4", "0.20.0")
-TRAINER_RELEASES = ("2.2.1", "2.3.0")
-JOBSET_RELEASES = ("0.11.0", "0.11.1", "0.12.0")
+# Known releases. A stack may pin any of these; anything else is a config error.
+KueueVersion = Literal["0.19.2", "0.19.3", "0.19.4", "0.20.0"]
+TrainerVersion = Literal["2.2.1", "2.3.0"]
+JobSetVersion = Literal["0.11.0", "0.11.1", "0.12.0"]
 
 # Trainer minor -> Kueue minors built against it; Trainer minor -> JobSet minors it runs with.
 TRAINER_FOR_KUEUE = {"0.17": "2.2", "0.18": "2.2", "0.19": "2.2", "0.20": "2.3"}
 JOBSET_FOR_TRAINER = {"2.2": ("0.11", "0.12"), "2.3": ("0.12",)}
 
-DEFAULT_KUEUE = "0.19.4"
-DEFAULT_TRAINER = "2.2.1"
-DEFAULT_JOBSET = "0.12.0"
+DEFAULT_KUEUE: KueueVersion = "0.19.4"
+DEFAULT_TRAINER: TrainerVersion = "2.2.1"
+DEFAULT_JOBSET: JobSetVersion = "0.12.0"
 
 # Velero: chart 12.1.0 (appVersion 1.18.1) with the 1.18.2 server image (same CRDs); object-store
 # plugins v1.14.x pair with Velero 1.18 (plugin minor = Velero minor - 4).
@@ -60,14 +60,16 @@ VELERO_PLUGINS = {
 # Tools for the platform's own jobs (restore drills, cleanup, bucket versioning).
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
 AWS_CLI_IMAGE = "amazon/aws-cli:2.35.10"
+# NVIDIA GPU Operator v26.7.0 (2026-08-20): driver, toolkit, device plugin v0.20.0, MIG manager, DCGM exporter.
+GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0")
 
 
 class Versions(Strict):
     """Pinned versions of the in-cluster components; a stack overrides them only deliberately."""
 
-    kueue: Literal["0.19.2", "0.19.3", "0.19.4", "0.20.0"] = DEFAULT_KUEUE
-    trainer: Literal["2.2.1", "2.3.0"] = DEFAULT_TRAINER
-    jobset: Literal["0.11.0", "0.11.1", "0.12.0"] = DEFAULT_JOBSET
+    kueue: KueueVersion = DEFAULT_KUEUE
+    trainer: TrainerVersion = DEFAULT_TRAINER
+    jobset: JobSetVersion = DEFAULT_JOBSET
     # The cluster's Kubernetes minor: core objects are validated against its OpenAPI schema.
     kubernetes: Literal["1.31", "1.32", "1.33", "1.34", "1.35"] = "1.34"
 
