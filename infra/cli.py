@@ -108,8 +108,17 @@ def _register_docs(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     register(sub)
 
 
+def _register_verify(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.verify import register
+
+    register(sub)
+
+
 # Subcommands that live with their concern register here: register(subparsers) adds one.
-EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [_register_docs]  # type: ignore[type-arg]
+EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
+    _register_docs,
+    _register_verify,
+]
 EXTENSIONS.append(register_team)
 
 

@@ -1,0 +1,180 @@
+"""`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
+
+Checks: GPU allocatable per pool vs declared capacity, operator deployments available, CRDs served,
+ClusterQueues active, and the persona access matrix (SubjectAccessReviews for the teams' groups).
+Exit 0 when everything holds, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Protocol
+
+from infra.spec import Finding, Platform, load_file, stack_path
+from infra.spec.base import parse_quantity
+from infra.spec.pools import POOL_LABEL
+
+OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
+CRD_GROUPS = ("kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io")
+
+
+class LiveCluster(Protocol):
+    """What verify reads; the kubernetes client implements it, tests use a fake."""
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+    def deployments(self, namespace: str) -> list[dict[str, Any]]: ...
+    def crd_groups(self) -> set[str]: ...
+    def cluster_queues(self) -> list[dict[str, Any]]: ...
+    def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Expectation:
+    persona: str
+    groups: list[str]
+    verb: str
+    group: str
+    resource: str
+    namespace: str
+    allowed: bool
+
+
+def gpu_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    findings = []
+    nodes = cluster.nodes()
+    for flavor in platform.flavors:
+        members = [n for n in nodes if n["metadata"].get("labels", {}).get(POOL_LABEL) == flavor.pool]
+        for resource in flavor.gpu_resources:
+            live = sum((parse_quantity(n["status"].get("allocatable", {}).get(resource, "0")) for n in members),
+                       Decimal(0))
+            if live < flavor.capacity[resource]:
+                findings.append(Finding("verify", f"pool {flavor.pool}", f"{resource}: {live} allocatable on "
+                                        f"{len(members)} node(s), {flavor.capacity[resource]} declared"))
+    return findings
+
+
+def operator_findings(cluster: LiveCluster) -> list[Finding]:
+    findings = []
+    for namespace in OPERATOR_NAMESPACES:
+        deployments = cluster.deployments(namespace)
+        if not deployments:
+            findings.append(Finding("verify", f"namespace {namespace}", "no deployments: the operator is missing"))
+        for deployment in deployments:
+            wanted = deployment["spec"].get("replicas", 1)
+            available = deployment.get("status", {}).get("availableReplicas", 0) or 0
+            if available < wanted:
+                findings.append(Finding("verify", f"deployment {namespace}/{deployment['metadata']['name']}",
+                                        f"{available}/{wanted} replicas available"))
+    served = cluster.crd_groups()
+    findings += [Finding("verify", f"api group {group}", "no CRD of this group is served")
+                 for group in CRD_GROUPS if group not in served]
+    return findings
+
+
+def queue_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    live = {q["metadata"]["name"]: q for q in cluster.cluster_queues()}
+    findings = []
+    for team in platform.teams:
+        queue = live.get(team.queue)
+        conditions = {c["type"]: c for c in (queue or {}).get("status", {}).get("conditions", [])}
+        active = conditions.get("Active", {})
+        if active.get("status") != "True":
+            reason = active.get("reason", "missing") if queue else "not found"
+            findings.append(Finding("verify", f"ClusterQueue {team.queue}", f"not active ({reason})"))
+    return findings
+
+
+def expectations(platform: Platform) -> list[Expectation]:
+    """Engineers submit TrainJobs in their namespaces and not in another team's; analysts only read."""
+    prefix = platform.spec.identity.group_prefix
+    result = []
+    teams = platform.teams
+    for index, team in enumerate(teams):
+        groups = platform.spec.teams[team.name].groups
+        namespace = team.namespaces[0]
+        other = teams[(index + 1) % len(teams)].namespaces[0] if len(teams) > 1 else None
+        personas = (("ml-engineer", groups.engineers, True), ("analyst", groups.analysts, False))
+        for persona, names, can_create in personas:
+            if not names:
+                continue
+            members = [prefix + name for name in names]
+            result.append(Expectation(persona, members, "create", "trainer.kubeflow.org", "trainjobs", namespace,
+                                      can_create))
+            result.append(Expectation(persona, members, "list", "trainer.kubeflow.org", "trainjobs", namespace, True))
+            if other:
+                result.append(Expectation(persona, members, "create", "trainer.kubeflow.org", "trainjobs", other,
+                                          False))
+    return result
+
+
+def access_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    findings = []
+    for want in expectations(platform):
+        got = cluster.allowed(want.groups, want.verb, want.group, want.resource, want.namespace)
+        if got != want.allowed:
+            findings.append(Finding("verify", f"{want.persona} {','.join(want.groups)}",
+                                    f"can {'' if got else 'not '}{want.verb} {want.resource} in {want.namespace}"))
+    return findings
+
+
+def verify(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    return [*gpu_findings(platform, cluster), *operator_findings(cluster), *queue_findings(platform, cluster),
+            *access_findings(platform, cluster)]
+
+
+class KubernetesCluster:
+    """LiveCluster over the official kubernetes client (kubeconfig context)."""
+
+    def __init__(self, context: str | None) -> None:
+        from kubernetes import client, config
+
+        config.load_kube_config(context=context)
+        self._api = client.ApiClient()
+        self._core, self._apps = client.CoreV1Api(self._api), client.AppsV1Api(self._api)
+        self._ext, self._custom = client.ApiextensionsV1Api(self._api), client.CustomObjectsApi(self._api)
+        self._authz = client.AuthorizationV1Api(self._api)
+        self._client = client
+
+    def _plain(self, items: Any) -> list[dict[str, Any]]:
+        return [self._api.sanitize_for_serialization(item) for item in items]
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._plain(self._core.list_node().items)
+
+    def deployments(self, namespace: str) -> list[dict[str, Any]]:
+        return self._plain(self._apps.list_namespaced_deployment(namespace).items)
+
+    def crd_groups(self) -> set[str]:
+        return {crd.spec.group for crd in self._ext.list_custom_resource_definition().items}
+
+    def cluster_queues(self) -> list[dict[str, Any]]:
+        listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        return list(listing.get("items", []))
+
+    def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool:
+        review = self._client.V1SubjectAccessReview(spec=self._client.V1SubjectAccessReviewSpec(
+            user="trainyard-verify", groups=groups,
+            resource_attributes=self._client.V1ResourceAttributes(verb=verb, group=group, resource=resource,
+                                                                   namespace=namespace)))
+        return bool(self._authz.create_subject_access_review(review).status.allowed)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.cli import ROOT
+
+    def run(args: argparse.Namespace) -> int:
+        platform = load_file(stack_path(args.stack, ROOT))
+        existing = platform.spec.cluster.existing
+        context = args.context or (existing.context if existing else None)
+        findings = verify(platform, KubernetesCluster(context))
+        for finding in findings:
+            print(finding.line())
+        print(f"verify {platform.stack}: {len(findings)} problem(s)")
+        return 1 if findings else 0
+
+    parser = sub.add_parser("verify", help="after pulumi up: compare the live cluster with the stack")
+    parser.add_argument("stack")
+    parser.add_argument("--context", help="kubeconfig context (default: the stack's, else the current one)")
+    parser.set_defaults(func=run)

@@ -1,0 +1,77 @@
+"""`trainyard verify` against a fake live cluster: healthy passes, each kind of drift is reported."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from infra.verify import expectations, verify
+
+from .conftest import platform_of
+
+
+class FakeCluster:
+    """A live cluster as the stack declares it, with the RBAC answers the personas should get."""
+
+    def __init__(self, stack: str) -> None:
+        self.platform = platform_of(stack)
+        self.node_list: list[dict[str, Any]] = []
+        for flavor in self.platform.flavors:
+            pool = self.platform.pool(flavor.pool)
+            per_node = {r: str(int(flavor.capacity[r]) // pool.node_count) for r in flavor.gpu_resources}
+            for node in pool.nodes or [f"{flavor.pool}-{i}" for i in range(pool.node_count)]:
+                self.node_list.append({"metadata": {"name": node, "labels": dict(flavor.node_labels)},
+                                       "status": {"allocatable": per_node}})
+        self.ready = {"kueue-system": [self._deployment("kueue-controller-manager")],
+                      "kubeflow-system": [self._deployment("kubeflow-trainer-controller-manager"),
+                                          self._deployment("jobset-controller-manager")]}
+        self.groups = {"kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "velero.io"}
+        self.queues = [{"metadata": {"name": t.queue}, "status": {"conditions": [{"type": "Active", "status": "True"}]}}
+                       for t in self.platform.teams]
+        self.answers = {(tuple(e.groups), e.verb, e.resource, e.namespace): e.allowed
+                        for e in expectations(self.platform)}
+
+    @staticmethod
+    def _deployment(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"replicas": 1}, "status": {"availableReplicas": 1}}
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.node_list
+
+    def deployments(self, namespace: str) -> list[dict[str, Any]]:
+        return self.ready.get(namespace, [])
+
+    def crd_groups(self) -> set[str]:
+        return self.groups
+
+    def cluster_queues(self) -> list[dict[str, Any]]:
+        return self.queues
+
+    def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool:
+        return self.answers[(tuple(groups), verb, resource, namespace)]
+
+
+def test_a_cluster_as_declared_verifies_clean() -> None:
+    cluster = FakeCluster("onprem-lab")
+    assert verify(cluster.platform, cluster) == []
+
+
+def test_missing_gpus_are_reported_per_pool() -> None:
+    cluster = FakeCluster("onprem-lab")
+    h100 = [n for n in cluster.node_list if n["metadata"]["labels"].get("trainyard.io/pool") == "h100"]
+    h100[0]["status"]["allocatable"] = {}  # a node whose device plugin is down
+    findings = verify(cluster.platform, cluster)
+    assert [f.subject for f in findings] == ["pool h100"]
+    assert "24 allocatable" in findings[0].message and "32 declared" in findings[0].message
+
+
+def test_unready_operator_inactive_queue_and_wrong_rbac_are_reported() -> None:
+    cluster = FakeCluster("onprem-lab")
+    cluster.ready["kueue-system"][0]["status"]["availableReplicas"] = 0
+    cluster.queues[0]["status"]["conditions"][0] = {"type": "Active", "status": "False", "reason": "FlavorNotFound"}
+    key = next(k for k, allowed in cluster.answers.items() if not allowed)
+    cluster.answers = copy.copy(cluster.answers)
+    cluster.answers[key] = True  # an analyst who can create TrainJobs
+    subjects = {f.subject.split()[0] for f in verify(cluster.platform, cluster)}
+    assert {"deployment", "ClusterQueue"} <= subjects
+    assert subjects & {"analyst", "ml-engineer"}
