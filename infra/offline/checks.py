@@ -83,6 +83,16 @@ Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_pins, check_schemas]
 
 
+def check_backup(ctx: Context) -> list[Finding]:
+    """Nothing lost: schedules cover every team namespace, data volumes are retained, buckets versioned."""
+    from .backup_checks import backup_findings
+
+    return backup_findings(ctx)
+
+
+CHECKS.append(check_backup)
+
+
 def default_crds_dir(root: Path) -> Path | None:
     candidate = root.parent / "shared" / "crds"
     return candidate if candidate.is_dir() else None

@@ -230,20 +230,23 @@ class Storage(pulumi.ComponentResource):
     def _azure_containers(self, facts: StorageFacts) -> None:
         import pulumi_azure_native as azure
 
+        # Plain names (not outputs) keep the account and its containers linked in previews and checks.
+        group, account_name = facts.azure_resource_group or "", facts.azure_account or ""
         keep = pulumi.ResourceOptions(parent=self, protect=True)
-        group: pulumi.Input[str] = facts.azure_resource_group or ""
+        created: list[pulumi.Resource] = []
         if facts.azure_group_created:
-            group = azure.resources.ResourceGroup("storage-group", resource_group_name=facts.azure_resource_group,
-                                                  location=facts.region, opts=keep).name
+            created.append(azure.resources.ResourceGroup("storage-group", resource_group_name=group,
+                                                         location=facts.region, opts=keep))
         account = azure.storage.StorageAccount(
-            "storage-account", account_name=facts.azure_account, resource_group_name=group, location=facts.region,
+            "storage-account", account_name=account_name, resource_group_name=group, location=facts.region,
             kind="StorageV2", sku={"name": "Standard_ZRS"}, allow_blob_public_access=False,
-            minimum_tls_version="TLS1_2", opts=keep)
+            minimum_tls_version="TLS1_2", opts=pulumi.ResourceOptions.merge(
+                keep, pulumi.ResourceOptions(depends_on=created)))
         versioning = azure.storage.BlobServiceProperties(
-            "blob-versioning", account_name=account.name, resource_group_name=group, blob_services_name="default",
+            "blob-versioning", account_name=account_name, resource_group_name=group, blob_services_name="default",
             is_versioning_enabled=True, opts=pulumi.ResourceOptions(parent=self, depends_on=[account]))
         for bucket in facts.buckets:
-            azure.storage.BlobContainer(f"bucket-{bucket.key}", container_name=bucket.name, account_name=account.name,
-                                        resource_group_name=group, public_access="None",
-                                        opts=pulumi.ResourceOptions(parent=self, protect=True,
-                                                                    depends_on=[versioning]))
+            azure.storage.BlobContainer(
+                f"bucket-{bucket.key}", container_name=bucket.name, account_name=account_name,
+                resource_group_name=group, public_access="None",
+                opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[versioning]))
