@@ -1,0 +1,204 @@
+"""Backup: Velero pinned, every team namespace in a tier, restores drilled (and the drill really fails on
+PartiallyFailed), finished TrainJobs cleaned up, and validate reporting a namespace that no schedule covers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import stat
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.cli import main
+from infra.offline.backup_checks import check_schedule_coverage
+from infra.offline.checks import Context
+from infra.offline.schema import CrdIndex, check_custom
+
+from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
+
+
+def _named(capture: Any, kind: str, name: str) -> dict[str, Any]:
+    return next(o for o in kube_objects(capture, kind) if o["metadata"]["name"] == name)
+
+
+def _env(cron_job: dict[str, Any]) -> dict[str, str]:
+    container = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    return {item["name"]: item["value"] for item in container["env"]}
+
+
+def _script(cron_job: dict[str, Any]) -> str:
+    return str(cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][-1])
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_team_namespace_is_in_a_schedule_with_the_tier_ttl(stack: str) -> None:
+    platform, capture = platform_of(stack), capture_of(stack)
+    schedules = {s["metadata"]["name"]: s for s in kube_objects(capture, "Schedule")}
+    for tier_name, tier in platform.spec.backup.tiers.items():
+        teams = tier.teams if tier.teams is not None else list(platform.spec.teams)
+        expected = {ns for team in teams for ns in platform.spec.namespaces(team)}
+        if not expected:
+            assert tier_name not in schedules, "an empty includedNamespaces would back up every namespace"
+            continue
+        template = schedules[tier_name]["spec"]["template"]
+        assert set(template["includedNamespaces"]) == expected
+        assert template["ttl"] == tier.ttl
+        assert template["storageLocation"] == "default"
+    covered = {ns for s in schedules.values() for ns in s["spec"]["template"]["includedNamespaces"]}
+    assert {ns for team in platform.teams for ns in team.namespaces} <= covered
+
+
+def test_a_team_left_out_of_every_tier_is_reported_by_validate(tmp_path: Path, crds_dir: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    raw = raw_platform("onprem-lab")
+    others = [team for team in raw["teams"] if team != "speech"]
+    raw["backup"] = {"tiers": {"daily": {"schedule": "0 2 * * *", "ttl": "720h", "teams": others}}}
+    code = main(["validate", str(write_stack(tmp_path, raw)), "--crds", str(crds_dir)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "namespace/speech:" in out and "namespace/speech-eval:" in out
+    assert "namespace/vision:" not in out
+
+
+def test_coverage_check_reads_the_declared_schedules() -> None:
+    """A component that drops a namespace from a Schedule is caught, whatever the spec says."""
+    platform, capture = platform_of("onprem-lab"), capture_of("onprem-lab")
+    assert check_schedule_coverage(Context(platform, capture, None)) == []
+    records = []
+    for record in capture.resources:
+        if record.inputs.get("kind") == "Schedule":
+            spec = json.loads(json.dumps(record.inputs["spec"]))
+            spec["template"]["includedNamespaces"].remove("nlp")
+            record = dataclasses.replace(record, inputs={**record.inputs, "spec": spec})
+        records.append(record)
+    dropped = dataclasses.replace(capture, resources=tuple(records))
+    findings = check_schedule_coverage(Context(platform, dropped, None))
+    assert [f.subject for f in findings] == ["namespace/nlp"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_velero_is_pinned_with_the_plugin_of_its_object_store(stack: str) -> None:
+    capture = capture_of(stack)
+    chart = next(r for r in capture.resources if r.type == "kubernetes:helm.sh/v4:Chart" and r.name == "velero")
+    assert chart.inputs["version"] == "12.1.0"
+    assert chart.inputs["repositoryOpts"]["repo"] == "https://vmware-tanzu.github.io/helm-charts"
+    values = chart.inputs["values"]
+    assert values["image"]["tag"] == "v1.18.2"
+    assert values["upgradeCRDs"] is False  # the hook job is not run as a hook by Pulumi
+    location = _named(capture, "BackupStorageLocation", "default")["spec"]
+    plugin = {"aws": "velero-plugin-for-aws", "gcp": "velero-plugin-for-gcp",
+              "azure": "velero-plugin-for-microsoft-azure"}[location["provider"]]
+    assert [c["image"] for c in values["initContainers"]] == [f"velero/{plugin}:v1.14.2"]
+    assert "EnableCSI" in values["configuration"]["features"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_credentials_never_sit_in_the_stack_file(stack: str) -> None:
+    capture = capture_of(stack)
+    for secret in kube_objects(capture, "Secret"):
+        if secret["metadata"]["name"] == "velero-credentials":
+            assert secret["stringData"]["cloud"] == "[secret]"
+    location = _named(capture, "BackupStorageLocation", "default")["spec"]
+    assert set(location.get("credential", {})) <= {"name", "key"}
+
+
+def test_volume_policy_skips_dataset_volumes() -> None:
+    import yaml
+
+    policy = yaml.safe_load(_named(capture_of("onprem-lab"), "ConfigMap", "volume-policy")["data"]["policy.yaml"])
+    skipped = [p["conditions"]["storageClass"] for p in policy["volumePolicies"] if p["action"]["type"] == "skip"]
+    assert skipped == [["datasets"]]
+    for schedule in kube_objects(capture_of("onprem-lab"), "Schedule"):
+        assert schedule["spec"]["template"]["resourcePolicy"] == {"kind": "configmap", "name": "volume-policy"}
+
+
+def test_drill_restore_maps_every_namespace_and_fits_the_velero_crd(crds_dir: Path) -> None:
+    platform, capture = platform_of("onprem-lab"), capture_of("onprem-lab")
+    restore = json.loads(_env(_named(capture, "CronJob", "restore-drill"))["RESTORE"])
+    restore["metadata"]["name"] = "drill-20260101-000000"
+    tier = platform.spec.backup.drill.tier
+    namespaces = [ns for team in platform.teams for ns in team.namespaces]
+    assert restore["spec"]["scheduleName"] == tier
+    assert restore["spec"]["namespaceMapping"] == {ns: f"drill-{ns}" for ns in namespaces}
+    assert check_custom(restore, CrdIndex(crds_dir, platform.spec.versions.crd_dirs())) == []
+
+
+def test_drill_rbac_is_exact() -> None:
+    capture = capture_of("onprem-lab")
+    role = _named(capture, "Role", "restore-drill")
+    assert role["rules"] == [{"apiGroups": ["velero.io"], "resources": ["restores"],
+                              "verbs": ["create", "get", "delete"]}]
+    cluster_role = _named(capture, "ClusterRole", "trainyard-restore-drill")
+    namespaces = next(r for r in cluster_role["rules"] if r["resources"] == ["namespaces"])
+    assert set(namespaces["verbs"]) == {"get", "delete"}
+    assert all(name.startswith("drill-") for name in namespaces["resourceNames"])
+    for rule_ in cluster_role["rules"]:
+        assert rule_.get("resourceNames"), "cluster-wide rules of the drill are limited to named objects"
+
+
+def _fake_kubectl(tmp_path: Path, body: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f'#!/bin/bash\necho "$*" >> "{tmp_path}/calls"\n{body}\n')
+    kubectl.chmod(kubectl.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def _run_cron_job(cron_job: dict[str, Any], extra_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", _script(cron_job)], env={**_env(cron_job), **extra_env},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+DRILL_KUBECTL = """
+case "$*" in
+  create*) cat > "$(dirname "$0")/../restore.json" ;;
+  *"get restores"*) echo -n "$PHASE" ;;
+  *"get configmap"*) ns="${2#drill-}"; [ -n "$MARKER_GONE" ] || echo -n "$ns" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(("phase", "marker_gone", "passes"), [
+    ("Completed", "", True),
+    ("PartiallyFailed", "", False),
+    ("Failed", "", False),
+    ("Completed", "1", False),
+])
+def test_drill_passes_only_on_a_completed_restore_with_its_markers(tmp_path: Path, phase: str, marker_gone: str,
+                                                                   passes: bool) -> None:
+    drill = _named(capture_of("onprem-lab"), "CronJob", "restore-drill")
+    env = {**_fake_kubectl(tmp_path, DRILL_KUBECTL), "PHASE": phase, "MARKER_GONE": marker_gone}
+    result = _run_cron_job(drill, env)
+    assert (result.returncode == 0) is passes, result.stdout + result.stderr
+    sent = json.loads((tmp_path / "restore.json").read_text())
+    assert sent["metadata"]["name"].startswith("drill-") and "__" not in sent["metadata"]["name"]
+    calls = (tmp_path / "calls").read_text()
+    # Whatever the outcome, the restore and every drill namespace are removed afterwards.
+    assert f"delete restores.velero.io {sent['metadata']['name']}" in calls
+    for target in sent["spec"]["namespaceMapping"].values():
+        assert calls.count(f"delete namespace {target}") >= 2  # before the drill and after it
+
+
+def test_janitor_deletes_only_trainjobs_finished_longer_than_the_ttl(tmp_path: Path) -> None:
+    platform = platform_of("onprem-lab")
+    janitor = _named(capture_of("onprem-lab"), "CronJob", "trainyard-janitor")
+    ttl = timedelta(hours=int(platform.spec.storage.cleanup.finished_train_jobs.removesuffix("h")))
+    now = datetime.now(UTC)
+    old, recent = (now - ttl - timedelta(hours=1)), (now - ttl + timedelta(hours=1))
+    listing = (f"old-done Complete={old:%Y-%m-%dT%H:%M:%SZ} \\n"
+               f"old-failed Suspended={old:%Y-%m-%dT%H:%M:%SZ} Failed={old:%Y-%m-%dT%H:%M:%SZ} \\n"
+               f"recent-done Complete={recent:%Y-%m-%dT%H:%M:%SZ} \\n"
+               f"old-suspended Suspended={old:%Y-%m-%dT%H:%M:%SZ} \\n"
+               "running \\n")
+    env = _fake_kubectl(tmp_path, f'case "$*" in *"get trainjobs"*) printf "{listing}" ;; esac')
+    result = _run_cron_job(janitor, env)
+    assert result.returncode == 0, result.stderr
+    deleted = [line.split()[-2] for line in (tmp_path / "calls").read_text().splitlines() if " delete " in line]
+    namespaces = [ns for team in platform.teams for ns in team.namespaces]
+    assert sorted(deleted) == sorted(["old-done", "old-failed"] * len(namespaces))
