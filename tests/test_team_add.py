@@ -13,7 +13,7 @@ import yaml
 from infra.cli import main
 from infra.spec.load import PLATFORM_KEY
 
-from .conftest import raw_platform, stack_file, write_stack
+from .conftest import STACKS, raw_platform, stack_file, write_stack
 
 
 @pytest.fixture
@@ -104,3 +104,17 @@ def test_baseline_with_a_reason_is_written_and_rendered(lab: Path) -> None:
     assert main(["team", "add", str(lab), "hpc", "--quota", "cpu=cpu:8,memory:32Gi", "--pod-security", "baseline",
                  "--pod-security-reason", reason]) == 0
     assert _platform(lab)["teams"]["hpc"]["podSecurity"] == {"level": "baseline", "reason": reason}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_file_survives_the_round_trip(stack: str, tmp_path: Path) -> None:
+    """Whatever the file's layout (comments, flow maps, quoting, indentation), only the team's lines are added."""
+    copy = tmp_path / f"Pulumi.{stack}.yaml"
+    shutil.copyfile(stack_file(stack), copy)
+    before = copy.read_text(encoding="utf-8")
+    pool = next(iter(raw_platform(stack)["pools"]))
+    assert main(["team", "add", str(copy), "zz-onboarded", "--quota", f"{pool}=0", "--engineers", "zz-eng"]) == 0
+    changes = [line for line in difflib.ndiff(before.splitlines(), copy.read_text(encoding="utf-8").splitlines())
+               if line[:1] in "+-"]
+    assert all(line.startswith("+ ") for line in changes), changes
+    assert _platform(copy)["teams"]["zz-onboarded"] == {"quota": {pool: 0}, "groups": {"engineers": "zz-eng"}}
