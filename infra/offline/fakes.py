@@ -3,6 +3,7 @@ that a real provider computes and the program reads (kubeconfigs, chart resource
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -16,13 +17,24 @@ FAKE_KUBECONFIG = json.dumps({
     "users": [{"name": "offline", "user": {}}],
 })
 
+_FAKE_CA = base64.b64encode(b"offline certificate authority").decode()
+
 # Resource type -> extra outputs a real provider would compute. Cloud layers add their own entries.
 OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "kubernetes:helm.sh/v4:Chart": lambda inputs: {"resources": []},
+    # The cloud clusters' outputs the cluster layer builds its kubeconfig from.
+    "eks:index:Cluster": lambda inputs: {"kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG)},
+    "gcp:container/cluster:Cluster": lambda inputs: {
+        "endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": _FAKE_CA}},
+    "azure-native:containerservice:ManagedCluster": lambda inputs: {"name": inputs.get("resourceName")},
+    "azure-native:resources:ResourceGroup": lambda inputs: {"name": inputs.get("resourceGroupName")},
 }
 
 # Invoke token -> its answer.
-CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "azure-native:containerservice:listManagedClusterUserCredentials": lambda args: {
+        "kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(FAKE_KUBECONFIG.encode()).decode()}]},
+}
 
 
 class OfflineMocks(pulumi.runtime.Mocks):
@@ -33,6 +45,6 @@ class OfflineMocks(pulumi.runtime.Mocks):
             outputs.update(extra(args.inputs))
         return f"{args.name}-id", outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         answer = CALLS.get(args.token)
-        return (answer(args.args) if answer else {}), None
+        return (answer(args.args) if answer else {}), []  # the mock monitor iterates the failures

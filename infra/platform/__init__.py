@@ -7,6 +7,7 @@ from infra.spec import Platform
 from infra.spec.backup import backup_credentials
 
 from .backup import Backup
+from .gpu import gpu_operator
 from .kueue import Kueue
 from .rbac import Access
 from .storage import Storage
@@ -17,6 +18,7 @@ from .trainer import Trainer
 def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
     provider = cluster.provider
     tenancy = Tenancy("tenancy", platform, provider)
+    gpu_operator(platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
     Access("access", platform, provider, tenancy.namespaces)

@@ -1,11 +1,21 @@
-"""GPU models Trainyard knows: the name a stack uses, the label GPU Feature Discovery sets, memory.
+"""GPU models Trainyard knows: the name a stack uses, the label GPU Feature Discovery sets, memory, and the
+MIG profiles each model can be split into (with how many instances of one profile fit on one GPU).
 
-Cloud instance types map onto these models in the cloud catalog; on-prem pools name the model directly.
+Cloud instance types map onto these models in cloud_catalog; on-prem pools name the model directly.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# Instances per GPU when every slice has the same profile, in NVIDIA's MIG user guide order
+# (supported-mig-profiles): 1g, 1g with twice the memory, 2g, 3g, 4g, 7g.
+_MIG_COUNTS = (7, 4, 3, 2, 1, 1)
+
+
+def _mig(*profiles: str) -> dict[str, int]:
+    return dict(zip(profiles, _MIG_COUNTS, strict=True))
 
 
 @dataclass(frozen=True)
@@ -13,18 +23,31 @@ class GpuModel:
     name: str
     product: str  # value of the nvidia.com/gpu.product label that GPU Feature Discovery sets
     memory_gb: int
-    mig_profiles: tuple[str, ...] = ()
+    mig_profiles: Mapping[str, int] = field(default_factory=dict)  # profile -> instances per GPU
+
+    def mig_per_gpu(self, profile: str) -> int:
+        """Instances of `profile` on one GPU; a ValueError names the profiles this model has."""
+        if profile not in self.mig_profiles:
+            offered = ", ".join(self.mig_profiles) or "none (this GPU has no MIG)"
+            raise ValueError(f"{self.name} has no MIG profile '{profile}': use one of {offered}")
+        return self.mig_profiles[profile]
 
 
 GPU_MODELS: dict[str, GpuModel] = {
     model.name: model
     for model in (
-        GpuModel("H200-SXM-141GB", "NVIDIA-H200", 141, ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
-        GpuModel("H100-SXM-80GB", "NVIDIA-H100-80GB-HBM3", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
-        GpuModel("H100-NVL-94GB", "NVIDIA-H100-NVL", 94, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
-        GpuModel("A100-SXM-80GB", "NVIDIA-A100-SXM4-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
-        GpuModel("A100-SXM-40GB", "NVIDIA-A100-SXM4-40GB", 40, ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
-        GpuModel("A100-PCIE-80GB", "NVIDIA-A100-80GB-PCIe", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("H200-SXM-141GB", "NVIDIA-H200", 141,
+                 _mig("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb")),
+        GpuModel("H100-SXM-80GB", "NVIDIA-H100-80GB-HBM3", 80,
+                 _mig("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("H100-NVL-94GB", "NVIDIA-H100-NVL", 94,
+                 _mig("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb")),
+        GpuModel("A100-SXM-80GB", "NVIDIA-A100-SXM4-80GB", 80,
+                 _mig("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
+        GpuModel("A100-SXM-40GB", "NVIDIA-A100-SXM4-40GB", 40,
+                 _mig("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb")),
+        GpuModel("A100-PCIE-80GB", "NVIDIA-A100-80GB-PCIe", 80,
+                 _mig("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb")),
         GpuModel("L40S", "NVIDIA-L40S", 48),
         GpuModel("L4", "NVIDIA-L4", 24),
         GpuModel("A10G", "NVIDIA-A10G", 24),

@@ -12,29 +12,14 @@ from decimal import Decimal
 from types import MappingProxyType
 
 from .base import parse_quantity
-from .catalog import gpu_model
 from .platform import PlatformSpec
 from . import runtimes
-from .pools import GPU_RESOURCE, POOL_LABEL, PoolSpec
+from .cluster import GpuStack
+from .errors import SpecError
+from .flavors import CPU, MEMORY, Flavor, build_flavor
+from .pools import PoolSpec
 from .teams import TeamSpec
 from .versions import Verdict, verdicts
-
-CPU, MEMORY = "cpu", "memory"
-
-
-@dataclass(frozen=True)
-class Flavor:
-    """One Kueue ResourceFlavor per pool, and the capacity it offers per resource name."""
-
-    name: str
-    pool: str
-    node_labels: Mapping[str, str]
-    taints: tuple[Mapping[str, str], ...]
-    tolerations: tuple[Mapping[str, str], ...]
-    capacity: Mapping[str, Decimal]
-    gpu_resources: tuple[str, ...]
-    topology_levels: Mapping[str, str]
-    capacity_type: str
 
 
 @dataclass(frozen=True)
@@ -61,43 +46,13 @@ class Platform:
     shared_pool: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> capacity no team is guaranteed
     version_verdicts: tuple[Verdict, ...]
     runtimes: tuple[Mapping[str, Any], ...]  # rendered ClusterTrainingRuntimes
+    gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
 
     def flavor(self, name: str) -> Flavor:
         return next(flavor for flavor in self.flavors if flavor.name == name)
 
     def pool(self, name: str) -> PoolSpec:
         return self.spec.pools[name]
-
-
-def _gpu_resources(pool: PoolSpec) -> dict[str, Decimal]:
-    if not pool.is_gpu:
-        return {}
-    devices = Decimal(pool.node_count * (pool.per_node or 0) * pool.sharing.time_slicing)
-    return {GPU_RESOURCE: devices}
-
-
-def _flavor(name: str, pool: PoolSpec) -> Flavor:
-    labels = {POOL_LABEL: name, **pool.labels}
-    taints = tuple(taint.as_k8s() for taint in pool.effective_taints())
-    tolerations = tuple(taint.as_toleration() for taint in pool.effective_taints())
-    capacity = {
-        CPU: parse_quantity(pool.cpu) * pool.node_count,
-        MEMORY: parse_quantity(pool.memory) * pool.node_count,
-        **_gpu_resources(pool),
-    }
-    if pool.gpu is not None:
-        gpu_model(pool.gpu)
-    return Flavor(
-        name=name,
-        pool=name,
-        node_labels=MappingProxyType(labels),
-        taints=taints,
-        tolerations=tolerations,
-        capacity=MappingProxyType(capacity),
-        gpu_resources=tuple(sorted(_gpu_resources(pool))),
-        topology_levels=MappingProxyType(pool.topology_levels()),
-        capacity_type=pool.capacity_type,
-    )
 
 
 def _share(quantity: Decimal, part: Decimal, whole: Decimal) -> Decimal:
@@ -151,8 +106,17 @@ def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flav
     )
 
 
+def _check_pools_fit_cluster(spec: PlatformSpec) -> None:
+    from .load import PLATFORM_KEY  # load imports this module
+
+    problem = next(spec.cluster.pool_problems(spec.pools), None)
+    if problem is not None:
+        raise SpecError(f"{PLATFORM_KEY}.{problem[0]}", problem[1])
+
+
 def derive(spec: PlatformSpec, stack: str) -> Platform:
-    flavors = {name: _flavor(name, pool) for name, pool in spec.pools.items()}
+    _check_pools_fit_cluster(spec)
+    flavors = {name: build_flavor(name, pool, spec.cluster) for name, pool in spec.pools.items()}
     teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
     gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})
     sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
@@ -169,12 +133,13 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         covered_resources=(CPU, MEMORY, *gpu_names),
         quota_sums=MappingProxyType({k: MappingProxyType(v) for k, v in sums.items()}),
         shared_pool=MappingProxyType({
-            name: MappingProxyType({r: max(flavor.capacity.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
-                                           Decimal(0)) for r in ("cpu", "memory", *gpu_names)})
+            name: MappingProxyType({r: max(flavor.max_capacity.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
+                                           Decimal(0)) for r in (CPU, MEMORY, *gpu_names)})
             for name, flavor in flavors.items()
         }),
         version_verdicts=verdicts(spec.versions),
         runtimes=_runtimes(spec, flavors),
+        gpu_stack=spec.cluster.gpu_stack(),
     )
 
 

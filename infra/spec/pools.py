@@ -1,13 +1,19 @@
-"""Node pools: where GPUs (and CPUs) come from, declared once and turned into nodes, flavors and capacity."""
+"""Node pools: where GPUs (and CPUs) come from, declared once and turned into nodes, flavors and capacity.
+
+An on-prem pool names its GPU model, GPUs per node, cpu and memory, and lists its nodes. A cloud pool names
+an `instanceType` instead: the GPU model, GPUs per node, cpu, memory and fabric are filled in from
+cloud_catalog, so they are never typed twice, and it gives a fixed `count` or an `autoscale` range.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .base import DnsLabel, LabelKey, Labels, LabelValue, PositiveInt, Quantity, Strict
+from .base import DnsLabel, LabelKey, Labels, LabelValue, NonNegativeInt, PositiveInt, Quantity, Strict
 from .catalog import gpu_model
+from .cloud_catalog import MACHINES, Machine, machine
 
 POOL_LABEL = "trainyard.io/pool"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -34,10 +40,53 @@ class Taint(Strict):
         return toleration
 
 
+SharingStrategy = Literal["none", "time-slicing", "mps"]
+
+
 class Sharing(Strict):
-    """How one physical GPU is offered: time-sliced replicas (capacity x replicas)."""
+    """How one physical GPU is offered: as R time-sliced or MPS replicas, so a pool offers GPUs x R units of
+    nvidia.com/gpu (and team quotas count those units)."""
 
     time_slicing: int = Field(default=1, alias="timeSlicing", ge=1, le=64)
+    mps: int | None = Field(default=None, ge=2, le=48)
+
+    @model_validator(mode="after")
+    def _one_strategy(self) -> Sharing:
+        if self.mps is not None and self.time_slicing != 1:
+            raise ValueError("time-slicing and MPS are exclusive: give either `timeSlicing` or `mps`")
+        return self
+
+    @property
+    def replicas(self) -> int:
+        return self.mps or self.time_slicing
+
+    @property
+    def strategy(self) -> SharingStrategy:
+        if self.mps is not None:
+            return "mps"
+        return "time-slicing" if self.time_slicing > 1 else "none"
+
+
+class Mig(Strict):
+    """MIG with one profile per pool: every GPU of the pool's nodes is split into instances of `profile`, and
+    the pool offers them (not whole GPUs); team quotas count MIG instances."""
+
+    profile: str = Field(pattern=r"^[1-7]g\.[0-9]+gb$")
+
+
+class Autoscale(Strict):
+    """An autoscaled cloud pool. The rule: teams can be guaranteed only what the `min` nodes hold (the
+    capacity check counts `min`); the nodes up to `max` are borrowable through the cohort, and the cloud's
+    autoscaler adds them when admitted work does not fit."""
+
+    min: NonNegativeInt
+    max: PositiveInt
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscale:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
 
 
 class Topology(Strict):
@@ -55,9 +104,15 @@ class Topology(Strict):
         return levels
 
 
-class PoolSpec(Strict):
-    """A group of identical nodes. GPU pools name a GPU model; CPU pools leave `gpu` out."""
+# What a cloud pool's instance type fixes; a stack that also types one of these gets an error.
+_FROM_CATALOG = ("gpu", "perNode", "per_node", "cpu", "memory")
 
+
+class PoolSpec(Strict):
+    """A group of identical nodes. GPU pools name a GPU model (or an instance type that has GPUs); CPU pools
+    leave `gpu` out."""
+
+    instance_type: str | None = Field(default=None, alias="instanceType")
     gpu: str | None = None
     per_node: PositiveInt | None = Field(default=None, alias="perNode")
     nodes: list[DnsLabel] | None = None
@@ -70,6 +125,36 @@ class PoolSpec(Strict):
     topology: Topology | None = None
     fabric: Literal["none", "efa", "infiniband", "roce"] = "none"
     sharing: Sharing = Field(default_factory=Sharing)
+    mig: Mig | None = None
+    autoscale: Autoscale | None = None
+    zone: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
+    reservation: str | None = Field(default=None, min_length=1)
+    compact: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_catalog(cls, data: Any) -> Any:
+        """A known instance type fills in gpu, perNode, cpu, memory and (unless set) fabric."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("instanceType", data.get("instance_type"))
+        if not isinstance(name, str) or name not in MACHINES:
+            return data  # an unknown name fails on the instanceType field itself
+        entry = MACHINES[name]
+        typed = [key for key in _FROM_CATALOG if key in data]
+        if typed:
+            raise ValueError(f"`{typed[0]}` comes from instanceType {name} ({entry.describe()}): remove it")
+        derived: dict[str, Any] = {"cpu": str(entry.vcpu), "memory": f"{entry.memory_gib}Gi"}
+        if entry.gpu is not None:
+            derived |= {"gpu": entry.gpu, "perNode": entry.gpus}
+        return {"fabric": entry.fabric, **data, **derived}
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_instance_type(cls, name: str | None) -> str | None:
+        if name is not None:
+            machine(name)
+        return name
 
     @field_validator("gpu")
     @classmethod
@@ -77,6 +162,14 @@ class PoolSpec(Strict):
         if name is not None:
             gpu_model(name)
         return name
+
+    @field_validator("mig")
+    @classmethod
+    def _mig_profile_exists(cls, mig: Mig | None, info: ValidationInfo) -> Mig | None:
+        gpu = info.data.get("gpu")
+        if mig is not None and gpu is not None:
+            gpu_model(gpu).mig_per_gpu(mig.profile)
+        return mig
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -90,21 +183,57 @@ class PoolSpec(Strict):
     def _consistent(self) -> PoolSpec:
         if self.nodes is not None and self.count is not None:
             raise ValueError("give either `nodes` (existing node names) or `count`, not both")
-        if self.nodes is None and self.count is None:
-            raise ValueError("give `nodes` (existing node names) or `count`")
+        if self.autoscale is not None and (self.nodes is not None or self.count is not None):
+            raise ValueError("give either a fixed `count` or an `autoscale` range, not both")
+        if self.nodes is None and self.count is None and self.autoscale is None:
+            raise ValueError("give `nodes` (existing node names), `count`, or for a cloud pool `autoscale`")
         if self.nodes is not None and len(set(self.nodes)) != len(self.nodes):
             raise ValueError("a node is listed twice in `nodes`")
-        if self.gpu is None and (self.per_node is not None or self.sharing.time_slicing != 1):
-            raise ValueError("`perNode` and `sharing` need a `gpu` model")
+        if self.gpu is None and (self.per_node is not None or self.sharing.replicas != 1 or self.mig):
+            raise ValueError("`perNode`, `sharing` and `mig` need a `gpu` model")
         if self.gpu is not None and self.per_node is None:
             raise ValueError("a GPU pool needs `perNode`, the GPUs in each node")
+        if self.mig is not None and self.sharing.replicas != 1:
+            raise ValueError("a MIG pool shares GPUs by partitioning them: leave `sharing` out")
         if POOL_LABEL in self.labels:
             raise ValueError(f"label {POOL_LABEL} is set by Trainyard: remove it")
+        self._check_cloud_fields()
         return self
+
+    def _check_cloud_fields(self) -> None:
+        entry = self.machine
+        cloud_only = [key for key, value in (("autoscale", self.autoscale), ("zone", self.zone),
+                                             ("reservation", self.reservation), ("compact", self.compact))
+                      if value]
+        if entry is None:
+            if cloud_only:
+                raise ValueError(f"`{cloud_only[0]}` is for cloud pools: give the pool an `instanceType`")
+            return
+        if self.fabric not in ("none", entry.fabric):
+            raise ValueError(f"{entry.name} has no {self.fabric} fabric (it offers "
+                             f"{'none' if entry.fabric == 'none' else entry.fabric}): change `fabric`")
+        if self.reservation is not None and self.capacity_type != "reserved":
+            raise ValueError("a `reservation` is consumed by `capacityType: reserved` pools: set it or drop the "
+                             "reservation")
+        if self.capacity_type == "reserved" and self.reservation is None:
+            raise ValueError("a reserved cloud pool names its `reservation` (capacity block, reservation or "
+                             "capacity reservation group id)")
+
+    @property
+    def machine(self) -> Machine | None:
+        return MACHINES[self.instance_type] if self.instance_type else None
 
     @property
     def node_count(self) -> int:
+        """The nodes the pool always has: listed nodes, the fixed count, or an autoscaled pool's minimum."""
+        if self.autoscale is not None:
+            return self.autoscale.min
         return len(self.nodes) if self.nodes is not None else int(self.count or 0)
+
+    @property
+    def max_node_count(self) -> int:
+        """The most nodes the pool can have: an autoscaled pool's maximum, else node_count."""
+        return self.autoscale.max if self.autoscale is not None else self.node_count
 
     @property
     def is_gpu(self) -> bool:

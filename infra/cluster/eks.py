@@ -1,0 +1,112 @@
+"""EKS: the cluster (pulumi_eks), its network, the node role, and one managed node group per pool.
+
+GPU pools use the AL2023 NVIDIA AMI (driver and container toolkit come with the image), EFA with a cluster
+placement group in the pool's zone where the instance supports it, the pool's labels and taints, and
+on-demand, Spot or capacity-block capacity (a capacity block needs a launch template that targets it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from infra.spec import Flavor, Platform
+from infra.spec.cluster import SystemPool
+from infra.spec.pools import PoolSpec
+
+from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
+from .network_aws import AwsSubnets, aws_subnets
+
+GPU_AMI, CPU_AMI = "AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reserved": "CAPACITY_BLOCK"}
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
+
+
+def node_group_args(flavor: Flavor, pool: PoolSpec, subnets: AwsSubnets) -> dict[str, Any]:
+    """The ManagedNodeGroup arguments a pool implies (the launch template for capacity blocks aside)."""
+    args: dict[str, Any] = {
+        "instance_types": [pool.instance_type],
+        "ami_type": GPU_AMI if pool.gpu else CPU_AMI,
+        "capacity_type": CAPACITY_TYPES[pool.capacity_type],
+        "scaling_config": {"min_size": pool.node_count, "desired_size": pool.node_count,
+                           "max_size": pool.max_node_count},
+        "labels": dict(flavor.node_labels),
+        "taints": [{"key": t["key"], "value": t.get("value", ""), "effect": CLOUD_TAINT_EFFECTS[t["effect"]]}
+                   for t in flavor.taints],
+    }
+    if pool.autoscale is not None:
+        args["ignore_scaling_changes"] = True  # the cluster autoscaler owns desiredSize between min and max
+    if pool.fabric == "efa":
+        # pulumi_eks exposes every EFA interface, creates the placement group and picks the zone's subnets.
+        args |= {"enable_efa_support": True, "placement_group_availability_zone": pool.zone}
+    elif pool.zone is not None:
+        args["subnet_ids"] = [subnets.private[pool.zone]]
+    return args
+
+
+class EksCluster(CloudCluster):
+    def __init__(self, name: str, platform: Platform, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("trainyard:cluster:Eks", name, None, opts)
+        spec = platform.spec.cluster.eks
+        assert spec is not None
+        self.aws = aws.Provider("aws", region=spec.region, opts=pulumi.ResourceOptions(parent=self))
+        subnets = aws_subnets(spec.network, platform.cluster_name, self._opts())
+        role = self._node_role()
+        self.cluster = eks.Cluster(
+            "eks",
+            name=platform.cluster_name,
+            version=platform.spec.versions.kubernetes,
+            vpc_id=subnets.vpc_id,
+            private_subnet_ids=list(subnets.private.values()),
+            public_subnet_ids=list(subnets.public.values()) or None,
+            node_associate_public_ip_address=False,
+            authentication_mode=eks.AuthenticationMode.API,
+            skip_default_node_group=True,
+            create_oidc_provider=True,
+            deletion_protection=True,
+            opts=self._opts(protect=True),
+        )
+        self.provider = kubernetes_provider(self, platform, self.cluster.kubeconfig_json)
+        groups = [self._system(spec.system_pool, role)]
+        for flavor in platform.flavors:
+            pool = platform.pool(flavor.pool)
+            args = node_group_args(flavor, pool, subnets)
+            if pool.capacity_type == "reserved":
+                args["launch_template"] = self._capacity_block(flavor.name, pool)
+            groups.append(eks.ManagedNodeGroup(f"pool-{flavor.name}", cluster=self.cluster, node_role=role,
+                                               opts=self._opts(protect=True), **args))
+        self.node_pools = tuple(groups)
+        self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
+                               "nodeGroups": [flavor.name for flavor in platform.flavors]})
+
+    def _opts(self, **options: Any) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, providers=[self.aws], **options)
+
+    def _node_role(self) -> aws.iam.Role:
+        trust = {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+        role = aws.iam.Role("nodes", assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [trust]}),
+                            opts=self._opts())
+        for policy in NODE_POLICIES:
+            aws.iam.RolePolicyAttachment(f"nodes-{policy}", role=role.name,
+                                         policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=self._opts())
+        return role
+
+    def _system(self, system: SystemPool, role: aws.iam.Role) -> eks.ManagedNodeGroup:
+        return eks.ManagedNodeGroup(
+            "system", cluster=self.cluster, node_role=role, instance_types=[system.instance_type],
+            ami_type=CPU_AMI, capacity_type="ON_DEMAND", labels={"trainyard.io/role": "system"},
+            scaling_config={"min_size": system.count, "desired_size": system.count, "max_size": system.count},
+            opts=self._opts(protect=True))
+
+    def _capacity_block(self, name: str, pool: PoolSpec) -> dict[str, pulumi.Input[str]]:
+        template = aws.ec2.LaunchTemplate(
+            f"capacity-block-{name}",
+            instance_market_options={"market_type": "capacity-block"},
+            capacity_reservation_specification={"capacity_reservation_target": {
+                "capacity_reservation_id": pool.reservation}},
+            opts=self._opts())
+        return {"id": template.id, "version": template.latest_version.apply(str)}

@@ -1,0 +1,129 @@
+"""Flavors: one Kueue ResourceFlavor per pool and the capacity it offers, per resource name.
+
+How a pool offers its GPUs decides the resource names that flavors, team quotas and the capacity check share:
+- whole GPUs: `nvidia.com/gpu`, GPUs x nodes;
+- time-slicing or MPS with R replicas: `nvidia.com/gpu`, GPUs x R x nodes;
+- MIG with one profile per pool: `nvidia.com/mig-<profile>` (the GPU Operator's `mixed` strategy), GPUs x
+  instances-per-GPU x nodes; on GKE's own GPU stack the partitions are `nvidia.com/gpu`, as GKE exposes them.
+Capacity counts the nodes a pool always has (an autoscaled pool's minimum); `max_capacity` counts its maximum,
+which the cohort can lend but no team is guaranteed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Literal
+
+from .base import parse_quantity
+from .catalog import gpu_model
+from .cluster import ClusterSpec, GpuStack
+from .pools import GPU_RESOURCE, POOL_LABEL, PoolSpec, Taint
+
+CPU, MEMORY = "cpu", "memory"
+DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"  # k8s-device-plugin: per-node config selection
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # MIG manager: the mig-parted config a node applies
+# AKS taints every Spot node with this itself; a flavor for a Spot pool must tolerate it.
+AKS_SPOT_TAINT = Taint(key="kubernetes.azure.com/scalesetpriority", value="spot")
+
+
+@dataclass(frozen=True)
+class GpuOffer:
+    """How a pool's GPUs appear to the scheduler."""
+
+    model: str
+    per_node: int  # physical GPUs per node
+    resource: str  # nvidia.com/gpu or nvidia.com/mig-<profile>
+    units_per_gpu: int  # time-slicing/MPS replicas, or MIG instances of the profile; 1 for whole GPUs
+    sharing: Literal["none", "time-slicing", "mps", "mig"]
+    mig_profile: str | None
+    config: str | None  # device-plugin / MIG config key the pool's nodes select by label (operator stacks)
+
+    @property
+    def units_per_node(self) -> int:
+        return self.per_node * self.units_per_gpu
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One Kueue ResourceFlavor per pool, and the capacity it offers per resource name."""
+
+    name: str
+    pool: str
+    node_labels: Mapping[str, str]
+    taints: tuple[Mapping[str, str], ...]
+    tolerations: tuple[Mapping[str, str], ...]
+    capacity: Mapping[str, Decimal]  # guaranteed: the nodes the pool always has
+    gpu_resources: tuple[str, ...]
+    topology_levels: Mapping[str, str]
+    capacity_type: str
+    max_capacity: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))  # at max nodes
+    origin: str = ""  # what the capacity is derived from, for people: "4 x p5.48xlarge (8 x H100-SXM-80GB)"
+    gpu: GpuOffer | None = None
+
+
+def gpu_offer(name: str, pool: PoolSpec, stack: GpuStack) -> GpuOffer | None:
+    if pool.gpu is None or pool.per_node is None:
+        return None
+    config = name if stack.operator else None
+    if pool.mig is not None:
+        per_gpu = gpu_model(pool.gpu).mig_per_gpu(pool.mig.profile)
+        resource = GPU_RESOURCE if stack.cloud_sharing else f"nvidia.com/mig-{pool.mig.profile}"
+        return GpuOffer(pool.gpu, pool.per_node, resource, per_gpu, "mig", pool.mig.profile, config)
+    strategy = pool.sharing.strategy
+    return GpuOffer(pool.gpu, pool.per_node, GPU_RESOURCE, pool.sharing.replicas, strategy, None,
+                    config if strategy != "none" else None)
+
+
+def _capacity(pool: PoolSpec, offer: GpuOffer | None, nodes: int) -> dict[str, Decimal]:
+    capacity = {CPU: parse_quantity(pool.cpu) * nodes, MEMORY: parse_quantity(pool.memory) * nodes}
+    if offer is not None:
+        capacity[offer.resource] = Decimal(offer.units_per_node * nodes)
+    return capacity
+
+
+def _origin(pool: PoolSpec, offer: GpuOffer | None) -> str:
+    nodes = f"{pool.autoscale.min}-{pool.autoscale.max}" if pool.autoscale else str(pool.node_count)
+    what = f"{nodes} x {pool.instance_type}" if pool.instance_type else f"{nodes} nodes"
+    if offer is None:
+        return f"{what} ({pool.cpu} cpu, {pool.memory} each)"
+    units = {"none": "", "time-slicing": f", time-sliced x{offer.units_per_gpu}",
+             "mps": f", MPS x{offer.units_per_gpu}",
+             "mig": f", MIG {offer.mig_profile} x{offer.units_per_gpu} per GPU"}[offer.sharing]
+    return f"{what} ({offer.per_node} x {offer.model}{units})"
+
+
+def _node_labels(name: str, pool: PoolSpec, offer: GpuOffer | None) -> dict[str, str]:
+    """The pool label, the stack's labels, and the labels that select the pool's device-plugin / MIG config."""
+    labels = {POOL_LABEL: name, **pool.labels}
+    if offer is not None and offer.config is not None:
+        labels[MIG_CONFIG_LABEL if offer.sharing == "mig" else DEVICE_PLUGIN_LABEL] = offer.config
+    return labels
+
+
+def _taints(pool: PoolSpec, cluster: ClusterSpec) -> list[Taint]:
+    taints = pool.effective_taints()
+    if cluster.aks is not None and pool.capacity_type == "spot":
+        taints.append(AKS_SPOT_TAINT)
+    return taints
+
+
+def build_flavor(name: str, pool: PoolSpec, cluster: ClusterSpec) -> Flavor:
+    offer = gpu_offer(name, pool, cluster.gpu_stack())
+    taints = _taints(pool, cluster)
+    return Flavor(
+        name=name,
+        pool=name,
+        node_labels=MappingProxyType(_node_labels(name, pool, offer)),
+        taints=tuple(taint.as_k8s() for taint in taints),
+        tolerations=tuple(taint.as_toleration() for taint in taints),
+        capacity=MappingProxyType(_capacity(pool, offer, pool.node_count)),
+        gpu_resources=(offer.resource,) if offer else (),
+        topology_levels=MappingProxyType(pool.topology_levels()),
+        capacity_type=pool.capacity_type,
+        max_capacity=MappingProxyType(_capacity(pool, offer, pool.max_node_count)),
+        origin=_origin(pool, offer),
+        gpu=offer,
+    )
