@@ -33,11 +33,8 @@ from .tolerations import gpu_tolerations
 PACK_NAME = "trainyard"
 PACK_LEVEL = EnforcementLevel.ADVISORY  # what a rule without its own level gets; every rule sets one
 
-# Resources whose loss loses data or a cluster: `protect` (or retainOnDelete) is required.
-STATEFUL_TYPES = frozenset({
-    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
-    "kubernetes:core/v1:PersistentVolume",
-    "kubernetes:core/v1:PersistentVolumeClaim",
+# Clusters, node pools, buckets and file systems: `protect` is required (a replacement or destroy fails).
+PROTECTED_TYPES = frozenset({
     "eks:index:Cluster", "eks:index:ManagedNodeGroup", "eks:index:NodeGroup",
     "aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup",
     "gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool",
@@ -45,6 +42,12 @@ STATEFUL_TYPES = frozenset({
     "aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2", "gcp:storage/bucket:Bucket",
     "azure-native:storage:StorageAccount", "azure-native:storage:BlobContainer",
     "aws:efs/fileSystem:FileSystem", "aws:fsx/lustreFileSystem:LustreFileSystem", "gcp:filestore/instance:Instance",
+})
+# CRDs and data volumes: `protect`, or `retainOnDelete` (the object stays in the cluster when Pulumi lets go).
+RETAINED_TYPES = frozenset({
+    "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+    "kubernetes:core/v1:PersistentVolume",
+    "kubernetes:core/v1:PersistentVolumeClaim",
 })
 WILDCARD_ROLE = ("ClusterRole", "cluster-admin")
 CHART_COMPONENTS = ("kueue", "kubeflow-trainer", "jobset")
@@ -175,17 +178,19 @@ def _data_volumes_retain(args: StackValidationArgs, report: ReportViolation) -> 
 # --- stateful-protected -----------------------------------------------------------------------------------
 
 def _protected(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    if args.resource_type not in STATEFUL_TYPES:
+    if args.opts.protect or args.resource_type not in PROTECTED_TYPES | RETAINED_TYPES:
         return
-    if args.opts.protect:
+    if args.resource_type in PROTECTED_TYPES:
+        report(f"{args.resource_type} {args.name} is not protected: a replacement or `pulumi destroy` would "
+               "delete it; set protect=True", None)
         return
     # The engine does not send retainOnDelete to analyzers; the offline runner does (see policy_runner).
     retained = getattr(args.opts, "retain_on_delete", None)
     if retained is None:
         args.not_applicable("not protected, and the engine does not tell policies about retainOnDelete")
     if not retained:
-        report(f"{args.resource_type} {args.name} can be deleted by `pulumi destroy` or a replacement: "
-               "set protect=True (or retain_on_delete=True)", None)
+        report(f"{args.resource_type} {args.name} can be deleted by `pulumi destroy`: set retain_on_delete=True "
+               "(or protect=True)", None)
 
 
 # --- no-plaintext-secrets ---------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi_kubernetes.admissionregistration import v1 as admission
 
 from infra.spec import Platform
 from infra.spec.policy import DEFAULT_REGISTRY
@@ -211,9 +212,11 @@ class Admission(pulumi.ComponentResource):
         super().__init__("trainyard:platform:Admission", name, None, opts)
         specs = policies(platform)
         for policy_name, spec in specs.items():
-            policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-                f"vap-{policy_name}", metadata=metadata(policy_name), spec=spec, opts=child_opts(self, provider))
-            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"vapb-{policy_name}", metadata=metadata(policy_name), spec=binding_spec(policy_name),
+            policy = admission.ValidatingAdmissionPolicy(
+                f"vap-{policy_name}", metadata=metadata(policy_name),
+                spec=cast(admission.ValidatingAdmissionPolicySpecArgsDict, spec), opts=child_opts(self, provider))
+            admission.ValidatingAdmissionPolicyBinding(
+                f"vapb-{policy_name}", metadata=metadata(policy_name),
+                spec=cast(admission.ValidatingAdmissionPolicyBindingSpecArgsDict, binding_spec(policy_name)),
                 opts=child_opts(self, provider, depends_on=[policy]))
         self.register_outputs({"policies": sorted(specs)})

@@ -30,7 +30,7 @@ RegistryPrefix = Annotated[str, AfterValidator(_registry_prefix)]
 
 class PolicySpec(Strict):
     """`policy:` in trainyard:platform. `levels` overrides the pack's level per rule name;
-    `allowedRegistries` lists the image prefixes tenants may run (default: those of the stack's runtimes)."""
+    `allowedRegistries` lists image prefixes tenants may run besides those of the stack's runtimes."""
 
     levels: dict[str, Level] = Field(default_factory=dict)
     allowed_registries: list[RegistryPrefix] | None = Field(default=None, alias="allowedRegistries", min_length=1)
@@ -47,10 +47,10 @@ class PolicySpec(Strict):
         return levels
 
     def registries(self, images: Iterable[str]) -> tuple[str, ...]:
-        """The allowed prefixes: the declared ones, else the repository of each image the stack runs."""
-        if self.allowed_registries is not None:
-            return tuple(sorted(set(self.allowed_registries)))
-        return tuple(sorted({qualified(image).rsplit("/", 1)[0] for image in images}))
+        """The allowed prefixes: the repository of each image the platform's own runtimes run (always
+        admitted: they are pinned and reviewed here), plus the declared ones."""
+        own = {qualified(image).rsplit("/", 1)[0] for image in images}
+        return tuple(sorted(own | set(self.allowed_registries or ())))
 
 
 def qualified(image: str) -> str:

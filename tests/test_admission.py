@@ -1,0 +1,122 @@
+"""The in-cluster admission policies: what each stack declares, bound to team namespaces only, with the
+queues, GPU namespaces and registries that the rest of the stack implies."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from infra.offline.schema import check_core
+from infra.spec import SpecError, validate
+from infra.spec.policy import allowed, qualified
+
+from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+
+POLICIES = {"trainyard-queue-required", "trainyard-pod-security", "trainyard-allowed-registries",
+            "trainyard-gpu-quota"}
+
+
+def _policies(capture: Any) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p["spec"] for p in kube_objects(capture, "ValidatingAdmissionPolicy")}
+
+
+def _variable(spec: dict[str, Any], name: str) -> Any:
+    import json
+
+    expression = next(v["expression"] for v in spec["variables"] if v["name"] == name)
+    return json.loads(expression)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_policy_is_bound_to_team_namespaces_only(stack: str) -> None:
+    capture = capture_of(stack)
+    policies = _policies(capture)
+    bindings = kube_objects(capture, "ValidatingAdmissionPolicyBinding")
+    assert set(policies) == POLICIES
+    assert {b["spec"]["policyName"] for b in bindings} == POLICIES
+    for binding in bindings:
+        assert binding["spec"]["validationActions"] == ["Deny"]
+        assert binding["spec"]["matchResources"]["namespaceSelector"] == {
+            "matchExpressions": [{"key": "trainyard.io/team", "operator": "Exists"}]}
+    team_namespaces = {ns["metadata"]["name"] for ns in kube_objects(capture, "Namespace")
+                       if "trainyard.io/team" in ns["metadata"].get("labels", {})}
+    assert team_namespaces == {ns for team in platform_of(stack).teams for ns in team.namespaces}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_policies_pass_the_strict_schema(stack: str) -> None:
+    capture = capture_of(stack)
+    version = platform_of(stack).spec.versions.kubernetes
+    for obj in kube_objects(capture, "ValidatingAdmissionPolicy") + kube_objects(capture,
+                                                                                  "ValidatingAdmissionPolicyBinding"):
+        assert check_core(obj, version) == [], obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_queue_names_are_the_local_queues_of_each_namespace(stack: str) -> None:
+    capture = capture_of(stack)
+    queues = _variable(_policies(capture)["trainyard-queue-required"], "queues")
+    declared: dict[str, list[str]] = {}
+    for queue in kube_objects(capture, "LocalQueue"):
+        declared.setdefault(queue["metadata"]["namespace"], []).append(queue["metadata"]["name"])
+    assert {ns: sorted(names) for ns, names in queues.items()} == {ns: sorted(n) for ns, n in declared.items()}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_expression_uses_only_declared_variables(stack: str) -> None:
+    for name, spec in _policies(capture_of(stack)).items():
+        declared = {v["name"] for v in spec.get("variables", [])}
+        for validation in spec["validations"]:
+            used = set(re.findall(r"variables\.(\w+)", validation["expression"]))
+            assert used <= declared, (name, used - declared)
+            assert validation["expression"].count("(") == validation["expression"].count(")")
+
+
+def test_gpu_namespaces_are_those_of_teams_with_gpu_quota() -> None:
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["etl"] = {"quota": {"cpu": {"cpu": 8, "memory": "32Gi"}}, "namespaces": ["etl", "etl-dev"]}
+    spec = _policies(run_raw("onprem-lab", raw))["trainyard-gpu-quota"]
+    gpu = set(_variable(spec, "gpuNamespaces"))
+    assert not gpu & {"etl", "etl-dev"}
+    assert {"vision", "nlp", "speech", "speech-eval"} <= gpu
+
+
+def test_registries_default_to_the_runtimes_images() -> None:
+    spec = _policies(capture_of("local"))["trainyard-allowed-registries"]
+    prefixes = _variable(spec, "registries")
+    images = [c["image"] for runtime in platform_of("local").runtimes
+              for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+              for c in job["template"]["spec"]["template"]["spec"]["containers"]]
+    assert images and all(allowed(image, prefixes) for image in images)
+    assert not allowed("evil.example.com/pytorch/pytorch:2", prefixes)
+
+
+def test_declared_registries_are_added() -> None:
+    raw = raw_platform("local")
+    raw["policy"] = {"allowedRegistries": ["registry.example.com:5000/ml", "nvcr.io/nvidia"]}
+    prefixes = _variable(_policies(run_raw("local", raw))["trainyard-allowed-registries"], "registries")
+    assert {"registry.example.com:5000/ml/", "nvcr.io/nvidia/", "docker.io/pytorch/"} <= set(prefixes)
+    assert allowed("registry.example.com:5000/ml/trainer:1", prefixes)
+    assert not allowed("registry.example.com:5000/mlx/trainer:1", prefixes)
+
+
+@pytest.mark.parametrize("prefix", ["pytorch", "https://nvcr.io", "NVCR.IO/nvidia", ""])
+def test_bad_registry_prefix_is_bad_input(prefix: str) -> None:
+    raw = raw_platform("local")
+    raw["policy"] = {"allowedRegistries": [prefix]}
+    with pytest.raises(SpecError) as error:
+        validate(raw, "local")
+    assert "policy.allowedRegistries" in str(error.value)
+
+
+@pytest.mark.parametrize(("image", "expected"), [
+    ("busybox:1.36", "docker.io/library/busybox:1.36"),
+    ("pytorch/pytorch:2.10", "docker.io/pytorch/pytorch:2.10"),
+    ("nvcr.io/nvidia/pytorch:25.01-py3", "nvcr.io/nvidia/pytorch:25.01-py3"),
+    ("localhost:5000/x:1", "localhost:5000/x:1"),
+    ("localhost/x:1", "localhost/x:1"),
+])
+def test_images_are_qualified_as_the_runtime_resolves_them(image: str, expected: str) -> None:
+    assert qualified(image) == expected
