@@ -83,6 +83,17 @@ Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_pins, check_schemas]
 
 
+def check_policies(ctx: Context) -> list[Finding]:
+    """The CrossGuard pack (policies/) over the registrations; imported here because the pack imports
+    this module's pin helpers."""
+    from .policy_runner import policy_findings
+
+    return policy_findings(ctx.platform, ctx.capture)
+
+
+CHECKS.append(check_policies)
+
+
 def check_backup(ctx: Context) -> list[Finding]:
     """Nothing lost: schedules cover every team namespace, data volumes are retained, buckets versioned."""
     from .backup_checks import backup_findings

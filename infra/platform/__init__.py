@@ -6,6 +6,7 @@ from infra.cluster import ClusterHandle
 from infra.spec import Platform
 from infra.spec.backup import backup_credentials
 
+from .admission import Admission
 from .backup import Backup
 from .gpu import gpu_operator
 from .kueue import Kueue
@@ -24,3 +25,4 @@ def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
     Access("access", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)
     Backup("backup", platform, provider, tenancy.namespaces, backup_credentials())
+    Admission("admission", platform, provider)

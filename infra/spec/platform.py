@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from .backup import BackupSpec, backup_of
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
+from .policy import PolicySpec
 from .pools import PoolSpec
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
@@ -83,6 +84,7 @@ class PlatformSpec(Strict):
     trainer: TrainerSpec = Field(default_factory=TrainerSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     backup: BackupSpec = Field(default_factory=BackupSpec)
+    policy: PolicySpec = Field(default_factory=PolicySpec)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
