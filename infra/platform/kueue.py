@@ -1,5 +1,6 @@
-"""Kueue: the pinned chart and its manager configuration, one ResourceFlavor per pool, Topologies,
-the cohort with its shared pool, a ClusterQueue per team and a LocalQueue in every team namespace."""
+"""Kueue: the pinned chart and its manager configuration, WorkloadPriorityClasses, one Topology per environment,
+one ResourceFlavor per pool, the cohort with its shared pool, a ClusterQueue per team and a LocalQueue in every
+team namespace. Every number and order comes from Platform.queueing (infra/spec/queueing.py)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,24 @@ import yaml
 
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
+from infra.spec.queueing import TeamQueue, topology_name
 
 from .objects import child_opts, custom_object, helm_chart, metadata, namespace
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
 FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
-HOSTNAME = "kubernetes.io/hostname"
+ADMITTING_EFFECTS = ("NoSchedule", "NoExecute")  # Kueue ignores PreferNoSchedule flavor taints
 
 
 def manager_config(platform: Platform) -> dict[str, Any]:
     """The Configuration (config.kueue.x-k8s.io/v1beta2) the chart renders into kueue-manager-config."""
     queueing = platform.spec.queueing
+    ready = queueing.wait_for_pods_ready
+    requeuing: dict[str, Any] = {"timestamp": "Eviction", "backoffBaseSeconds": ready.backoff_base_seconds,
+                                 "backoffMaxSeconds": ready.backoff_max_seconds}
+    if ready.backoff_limit_count is not None:
+        requeuing["backoffLimitCount"] = ready.backoff_limit_count
     config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -36,14 +43,16 @@ def manager_config(platform: Platform) -> dict[str, Any]:
         "integrations": {"frameworks": FRAMEWORKS},
         # All-or-nothing starts: a job whose pods are not all ready in time releases its quota.
         "waitForPodsReady": {
-            "timeout": queueing.wait_for_pods_ready.timeout,
-            "recoveryTimeout": queueing.wait_for_pods_ready.recovery_timeout,
-            "blockAdmission": False,
-            "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+            "timeout": ready.timeout,
+            "recoveryTimeout": ready.recovery_timeout,
+            "blockAdmission": ready.block_admission,
+            "requeuingStrategy": requeuing,
         },
     }
     if queueing.fair_sharing:
         config["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
+    if platform.queueing.exclude_resource_prefixes:
+        config["resources"] = {"excludeResourcePrefixes": list(platform.queueing.exclude_resource_prefixes)}
     return config
 
 
@@ -58,16 +67,16 @@ def chart_values(platform: Platform) -> dict[str, Any]:
 
 
 def flavor_spec(flavor: Flavor) -> dict[str, Any]:
+    """The pool's taints become nodeTaints, not injected tolerations: Kueue then admits a job to the pool only
+    if the job tolerates them, so CPU-only work never takes a GPU pool's quota (the runtimes carry the
+    tolerations; Trainyard's capacity check finds a quota nobody's runtime can use)."""
     spec: dict[str, Any] = {"nodeLabels": dict(flavor.node_labels)}
-    if flavor.tolerations:
-        spec["tolerations"] = [dict(t) for t in flavor.tolerations]
+    taints = [dict(t) for t in flavor.taints if t["effect"] in ADMITTING_EFFECTS]
+    if taints:
+        spec["nodeTaints"] = taints
     if flavor.topology_levels:
-        spec["topologyName"] = topology_name(flavor)
+        spec["topologyName"] = topology_name(flavor.topology_levels)
     return spec
-
-
-def topology_name(flavor: Flavor) -> str:
-    return f"{flavor.name}-topology"
 
 
 def _resources(covered: Sequence[str], quota: Mapping[str, Decimal],
@@ -83,32 +92,42 @@ def _resources(covered: Sequence[str], quota: Mapping[str, Decimal],
     return resources
 
 
-def cluster_queue_spec(platform: Platform, team: TeamFacts) -> dict[str, Any]:
-    covered = [r for r in platform.covered_resources
-               if any(r in platform.flavor(f).capacity for f in team.quota)]
-    flavors = [
-        {"name": name, "resources": _resources(covered, quota, team.borrowing[name], team.lending[name])}
-        for name, quota in team.quota.items()
-    ]
+def cluster_queue_spec(platform: Platform, team: TeamFacts, queue: TeamQueue) -> dict[str, Any]:
     queueing = platform.spec.queueing
+    fungibility = queueing.flavor_fungibility
     return {
         "cohortName": queueing.cohort,
         "namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(team.namespaces)}]},
         "queueingStrategy": queueing.queueing_strategy,
-        "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
-        "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+        # One group: a job's cpu, memory and GPUs are charged to the same pool, tried in queue.flavors order.
+        "resourceGroups": [{"coveredResources": list(queue.covered), "flavors": [
+            {"name": entry.flavor, "resources": _resources(queue.covered, entry.nominal, entry.borrowing,
+                                                           entry.lending)}
+            for entry in queue.flavors
+        ]}],
+        "flavorFungibility": {"whenCanBorrow": fungibility.when_can_borrow,
+                              "whenCanPreempt": fungibility.when_can_preempt},
+        "preemption": dict(queue.preemption),
         "fairSharing": {"weight": format(team.weight.normalize(), "f")},
     }
 
 
 def cohort_spec(platform: Platform) -> dict[str, Any]:
-    """The cohort holds every GPU no team is guaranteed, as a shared pool the teams borrow from."""
-    flavors = []
-    for flavor in platform.flavors:
-        slack = platform.shared_pool[flavor.name]
-        flavors.append({"name": flavor.name, "resources": _resources(platform.covered_resources, slack, {}, {})})
-    return {"resourceGroups": [{"coveredResources": list(platform.covered_resources), "flavors": flavors}]}
+    """The cohort holds every GPU (and core) no team is guaranteed, as a shared pool that any team queue
+    listing the pool may borrow: nothing idle is stranded outside every guarantee."""
+    covered = list(platform.covered_resources)
+    flavors = [{"name": name, "resources": _resources(covered, platform.queueing.shared_pool[name], {}, {})}
+               for name in platform.queueing.flavor_order]
+    return {"resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}
+
+
+def top_level_object(name: str, api_version: str, kind: str, meta: dict[str, Any], fields: Mapping[str, Any],
+                     opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """A custom resource whose content sits at the top level rather than under `spec` (WorkloadPriorityClass:
+    `value`, `description`), which pulumi_kubernetes' CustomResource cannot express."""
+    props = {"apiVersion": api_version, "kind": kind, "metadata": meta, **fields}
+    return pulumi.CustomResource(f"kubernetes:{api_version}:{kind}", name, props, opts)
 
 
 class Kueue(pulumi.ComponentResource):
@@ -120,20 +139,26 @@ class Kueue(pulumi.ComponentResource):
                                 child_opts(self, provider, depends_on=[ns]))
         # Kueue's webhooks fail closed: every queue object waits for the release.
         after_chart = child_opts(self, provider, depends_on=[self.chart])
+        facts = platform.queueing
+        for priority_name, priority in facts.priorities.items():
+            fields = {"value": priority.value, **({"description": priority.description} if priority.description
+                                                  else {})}
+            top_level_object(f"priority-{priority_name}", API, "WorkloadPriorityClass", metadata(priority_name),
+                             fields, after_chart)
+        for topology in facts.topologies:
+            custom_object(f"topology-{topology.name}", API, "Topology", metadata(topology.name),
+                          {"levels": [{"nodeLabel": label} for label in topology.levels]}, after_chart)
         for flavor in platform.flavors:
-            if flavor.topology_levels:
-                levels = [*flavor.topology_levels.values(), HOSTNAME]
-                custom_object(f"topology-{flavor.name}", API, "Topology", metadata(topology_name(flavor)),
-                              {"levels": [{"nodeLabel": label} for label in levels]}, after_chart)
             custom_object(f"flavor-{flavor.name}", API, "ResourceFlavor", metadata(flavor.name),
                           flavor_spec(flavor), after_chart)
         cohort = platform.spec.queueing.cohort
         custom_object(f"cohort-{cohort}", API, "Cohort", metadata(cohort), cohort_spec(platform), after_chart)
         for team in platform.teams:
             custom_object(f"cq-{team.name}", API, "ClusterQueue", metadata(team.queue),
-                          cluster_queue_spec(platform, team), after_chart)
+                          cluster_queue_spec(platform, team, facts.queue(team.name)), after_chart)
             for team_ns in team.namespaces:
                 custom_object(f"lq-{team_ns}", API, "LocalQueue", metadata(team.queue, team_ns),
                               {"clusterQueue": team.queue},
                               child_opts(self, provider, depends_on=[self.chart, team_namespaces[team_ns]]))
-        self.register_outputs({"chartVersion": platform.spec.versions.kueue, "clusterQueues": len(platform.teams)})
+        self.register_outputs({"chartVersion": platform.spec.versions.kueue, "clusterQueues": len(platform.teams),
+                               "priorities": sorted(facts.priorities)})

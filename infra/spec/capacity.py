@@ -1,9 +1,13 @@
-"""The capacity check: guaranteed quotas must fit in the pools that back them, and no GPU is stranded."""
+"""The capacity check: guaranteed quotas must fit in the pools that back them, no GPU is stranded, and every
+queue is one Kueue accepts and can use (quota names, lending, borrowing, taints, runtime resources)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
+from . import runtimes
 from .derive import Platform
 from .findings import Finding
 
@@ -33,7 +37,8 @@ def capacity_findings(platform: Platform) -> list[Finding]:
                     + ": lower a team quota or add nodes",
                 ))
         for resource in flavor.gpu_resources:
-            reachable = any(flavor.name in team.quota for team in platform.teams)
+            reachable = any(entry.flavor == flavor.name for queue in platform.queueing.queues
+                            for entry in queue.flavors)
             offered = flavor.max_capacity.get(resource, flavor.capacity[resource])
             if not reachable and offered > 0:
                 findings.append(Finding(
@@ -42,4 +47,155 @@ def capacity_findings(platform: Platform) -> list[Finding]:
                     "lists this pool; give a team a quota on it",
                     severity="warning",
                 ))
+    return findings + queue_findings(platform)
+
+
+def queue_findings(platform: Platform) -> list[Finding]:
+    """What Kueue itself would refuse or leave unusable, found before apply."""
+    return [*quota_resource_findings(platform), *lending_findings(platform), *borrowing_findings(platform),
+            *toleration_findings(platform), *runtime_resource_findings(platform), *runtime_reach_findings(platform)]
+
+
+def quota_resource_findings(platform: Platform) -> list[Finding]:
+    """A quota is per resource name per flavor: a name the pool does not offer can never be used."""
+    findings = []
+    for team in platform.teams:
+        for flavor_name, resources in team.quota.items():
+            offered = platform.flavor(flavor_name).capacity
+            for resource, amount in resources.items():
+                if amount > 0 and resource not in offered:
+                    findings.append(Finding(
+                        "capacity", f"flavor {flavor_name}",
+                        f"team {team.name} is guaranteed {_amount(resource, amount)} {resource}, which this pool "
+                        f"does not offer (it offers {', '.join(sorted(offered))}): quota the pool's own resources",
+                    ))
+    return findings
+
+
+def lending_findings(platform: Platform) -> list[Finding]:
+    """Kueue rejects a ClusterQueue whose lendingLimit exceeds its nominalQuota."""
+    findings = []
+    for queue in platform.queueing.queues:
+        for entry in queue.flavors:
+            for resource, limit in entry.lending.items():
+                nominal = entry.nominal.get(resource, Decimal(0))
+                if limit is not None and limit > nominal:
+                    findings.append(Finding(
+                        "capacity", f"flavor {entry.flavor}",
+                        f"team {queue.team} lends up to {_amount(resource, limit)} {resource} but is guaranteed "
+                        f"only {_amount(resource, nominal)}: a lendingLimit must not exceed the nominal quota",
+                    ))
+    return findings
+
+
+def _lendable(platform: Platform, flavor: str, resource: str, borrower: str) -> Decimal:
+    """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
+    total = platform.queueing.shared_pool.get(flavor, {}).get(resource, Decimal(0))
+    for queue in platform.queueing.queues:
+        if queue.team == borrower:
+            continue
+        for entry in queue.flavors:
+            if entry.flavor == flavor:
+                limit = entry.lending.get(resource)
+                total += limit if limit is not None else entry.nominal.get(resource, Decimal(0))
+    return total
+
+
+def borrowing_findings(platform: Platform) -> list[Finding]:
+    """Borrowing happens only within the cohort, from what its other members lend and from its shared pool."""
+    findings = []
+    for queue in platform.queueing.queues:
+        for entry in queue.flavors:
+            for resource, limit in entry.borrowing.items():
+                if limit and _lendable(platform, entry.flavor, resource, queue.team) == 0:
+                    findings.append(Finding(
+                        "capacity", f"flavor {entry.flavor}",
+                        f"team {queue.team} may borrow {_amount(resource, limit)} {resource} but nothing in cohort "
+                        f"{platform.spec.queueing.cohort} can lend it: every unit is guaranteed and kept "
+                        "(lendingLimit 0); the borrowingLimit has no effect",
+                        severity="warning",
+                    ))
+    return findings
+
+
+def _admitting_taints(platform: Platform, flavor: str) -> list[dict[str, str]]:
+    return [dict(t) for t in platform.flavor(flavor).taints if t["effect"] in ("NoSchedule", "NoExecute")]
+
+
+def toleration_findings(platform: Platform) -> list[Finding]:
+    """Kueue admits a job to a flavor only if it tolerates the flavor's taints; the jobs run on the stack's
+    runtimes, so a guarantee on a pool that no runtime tolerates is quota nobody can use."""
+    findings = []
+    names = [r["metadata"]["name"] for r in platform.runtimes]
+    for team in platform.teams:
+        for flavor_name, resources in team.quota.items():
+            if not any(resources.values()):
+                continue
+            untolerated = [t for t in _admitting_taints(platform, flavor_name)
+                           if not any(runtimes.tolerates(r, t) for r in platform.runtimes)]
+            for taint in untolerated:
+                findings.append(Finding(
+                    "capacity", f"flavor {flavor_name}",
+                    f"team {team.name} has a quota here but no runtime ({', '.join(names) or 'none'}) tolerates "
+                    f"the pool's taint {_taint(taint)}, so Kueue admits none of its jobs to this pool: "
+                    "enable a runtime for this kind of pool or change the pool's taints",
+                ))
+    return findings
+
+
+def _taint(taint: dict[str, str]) -> str:
+    return f"{taint['key']}={taint['value']}:{taint['effect']}" if taint.get("value") else \
+        f"{taint['key']}:{taint['effect']}"
+
+
+def runtime_resource_findings(platform: Platform) -> list[Finding]:
+    """Kueue's rule: a job whose pods request a resource its ClusterQueue does not cover is never admitted
+    (unless the Kueue configuration excludes the resource)."""
+    findings = []
+    excluded = platform.queueing.exclude_resource_prefixes
+    for runtime in platform.runtimes:
+        name = runtime["metadata"]["name"]
+        for resource in sorted(runtimes.requested_resources(runtime)):
+            if resource.startswith(excluded):
+                continue
+            blocked = [q.team for q in platform.queueing.queues if resource not in q.covered]
+            if platform.queueing.queues and len(blocked) == len(platform.queueing.queues):
+                findings.append(Finding(
+                    "capacity", f"runtime {name}",
+                    f"requests {resource}, which no ClusterQueue covers: Kueue would never admit its jobs; add a "
+                    "pool that offers it or drop the runtime from trainer.runtimes",
+                ))
+            elif blocked:
+                findings.append(Finding(
+                    "capacity", f"runtime {name}",
+                    f"requests {resource}, which the queues of {', '.join(blocked)} do not cover: their jobs on "
+                    "this runtime stay pending", severity="warning",
+                ))
+    return findings
+
+
+def _admits(platform: Platform, runtime: Mapping[str, Any], flavor_name: str) -> bool:
+    """Whether Kueue may admit the runtime's jobs to a flavor: every pod tolerates the flavor's taints and no
+    pod's node selector contradicts the flavor's node labels."""
+    flavor = platform.flavor(flavor_name)
+    if not all(runtimes.tolerates(runtime, t) for t in _admitting_taints(platform, flavor_name)):
+        return False
+    return all(flavor.node_labels.get(key, value) == value
+               for pod in runtimes.pod_specs(runtime) for key, value in pod.get("nodeSelector", {}).items())
+
+
+def runtime_reach_findings(platform: Platform) -> list[Finding]:
+    """A team runs a runtime only if its queue lists a pool the runtime's jobs may be admitted to."""
+    findings = []
+    for queue in platform.queueing.queues:
+        shut_out = [r["metadata"]["name"] for r in platform.runtimes
+                    if not any(_admits(platform, r, entry.flavor) for entry in queue.flavors)]
+        if shut_out:
+            findings.append(Finding(
+                "capacity", f"team {queue.team}",
+                f"its queue lists no pool that {len(shut_out)} runtime(s) may run on (taints or node selector): "
+                f"{', '.join(shut_out)}; its jobs on them stay pending: give it a quota (0 to borrow) on such a "
+                "pool, or set queueing.borrowAnyPool",
+                severity="warning",
+            ))
     return findings

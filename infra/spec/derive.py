@@ -5,6 +5,7 @@ Components read these; nothing downstream recomputes a number.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from .cluster import GpuStack
 from .errors import SpecError
 from .flavors import CPU, MEMORY, Flavor, build_flavor
 from .pools import PoolSpec
+from .queueing import QueueingFacts, derive_queueing
 from .teams import TeamSpec
 from .versions import Verdict, verdicts
 
@@ -47,6 +49,12 @@ class Platform:
     version_verdicts: tuple[Verdict, ...]
     runtimes: tuple[Mapping[str, Any], ...]  # rendered ClusterTrainingRuntimes
     gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
+
+    @functools.cached_property
+    def queueing(self) -> QueueingFacts:
+        """Priorities, flavor order, Topologies and each team's ClusterQueue entries (infra/spec/queueing.py)."""
+        return derive_queueing(self.spec.queueing, self.spec.pools, self.spec.teams, self.flavors, self.teams,
+                               self.covered_resources, self.shared_pool)
 
     def flavor(self, name: str) -> Flavor:
         return next(flavor for flavor in self.flavors if flavor.name == name)
@@ -144,6 +152,4 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
 
 
 def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor]) -> tuple[Mapping[str, Any], ...]:
-    gpu_tolerations = [t for f in flavors.values() if f.gpu_resources for t in f.tolerations]
-    unique = [dict(t) for i, t in enumerate(gpu_tolerations) if t not in gpu_tolerations[:i]]
-    return tuple(runtimes.render(name, unique) for name in spec.trainer.runtimes)
+    return runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)

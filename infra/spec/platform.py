@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -11,6 +11,7 @@ from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
 from .policy import PolicySpec
 from .pools import PoolSpec
+from .queueing import Queueing, check_queueing
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
 from .teams import GroupName, TeamSpec
@@ -45,24 +46,19 @@ class Identity(Strict):
         return f"{self.group_prefix}{name}"
 
 
-class WaitForPodsReady(Strict):
-    timeout: str = Field(default="10m", pattern=r"^[0-9]+(s|m|h)$")
-    recovery_timeout: str = Field(default="3m", alias="recoveryTimeout", pattern=r"^[0-9]+(s|m|h)$")
-
-
-class Queueing(Strict):
-    """Kueue settings shared by every team."""
-
-    cohort: DnsLabel = "trainyard"
-    fair_sharing: bool = Field(default=True, alias="fairSharing")
-    wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady, alias="waitForPodsReady")
-    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = Field(
-        default="BestEffortFIFO", alias="queueingStrategy"
-    )
+Fabric = Literal["efa", "infiniband", "roce"]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class TrainerSpec(Strict):
-    runtimes: list[str] = Field(default_factory=lambda: ["torch-distributed"])
+    """The ClusterTrainingRuntimes the stack installs (files in runtimes/; all of them unless listed), and
+    their `<runtime>-<pool>` variants for pools with a fabric or a topology: `fabricEnv` adds to or overrides
+    the NCCL/libfabric settings per fabric, `topology` makes the variants prefer or require the pool's
+    narrowest topology level."""
+
+    runtimes: list[str] = Field(default_factory=lambda: list(available_runtimes()))
+    fabric_env: dict[Fabric, dict[EnvName, str]] = Field(default_factory=dict, alias="fabricEnv")
+    topology: Literal["preferred", "required"] = "preferred"
 
     @field_validator("runtimes")
     @classmethod
@@ -71,6 +67,8 @@ class TrainerSpec(Strict):
         for name in names:
             if name not in known:
                 raise ValueError(f"unknown runtime '{name}': use one of {', '.join(known)}")
+        if len(set(names)) != len(names):
+            raise ValueError("a runtime is listed twice")
         return names
 
 
@@ -93,6 +91,7 @@ class PlatformSpec(Strict):
         _check_nodes_unique(self.pools)
         _check_team_quotas(self.pools, self.teams)
         _check_namespaces_unique(self.teams)
+        check_queueing(self.queueing, self.pools, self.teams)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import DnsLabel, NonNegativeInt, PositiveInt, Quantity, Strict
+from .queueing import Preemption
 
 RESERVED_NAMESPACES = frozenset(
     {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "kubeflow-system",
@@ -134,6 +135,8 @@ class TeamSpec(Strict):
     pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
     object_storage: list[Destination] | None = Field(default=None, alias="objectStorage", min_length=1)
     namespace_quota: NamespaceQuota = Field(default_factory=NamespaceQuota, alias="namespaceQuota")
+    # Kueue preemption for this team's ClusterQueue; unset fields take `queueing.preemption`.
+    preemption: Preemption | None = None
 
     @field_validator("namespaces")
     @classmethod

@@ -1,0 +1,253 @@
+"""Kueue settings (the `queueing` section, per-team preemption) and what they become: priorities, the order in
+which a team queue tries the pools, the Topology objects, each team's ClusterQueue entries and the cohort's
+shared pool. Components read these facts; nothing downstream recomputes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
+
+if TYPE_CHECKING:
+    from .derive import Flavor, TeamFacts
+    from .pools import PoolSpec
+    from .teams import TeamSpec
+
+DURATION = r"^[0-9]+(s|m|h)$"
+HOSTNAME = "kubernetes.io/hostname"
+# Pools are tried cheapest-first: capacity already paid for, then on-demand, then interruptible spot.
+CAPACITY_ORDER = ("reserved", "on-demand", "spot")
+# Devices that come with a node (one EFA interface set per GPU node): Kueue would otherwise refuse every job
+# that requests them unless each queue also carried a quota for them.
+FABRIC_DEVICE_PREFIXES = {"efa": "vpc.amazonaws.com/efa"}
+
+
+class WaitForPodsReady(Strict):
+    """Gang admission: an admitted job whose pods are not all ready in time gives its quota back and is
+    requeued with exponential backoff (base, max); after `backoffLimitCount` requeues it is deactivated."""
+
+    timeout: str = Field(default="10m", pattern=DURATION)
+    recovery_timeout: str = Field(default="3m", alias="recoveryTimeout", pattern=DURATION)
+    block_admission: bool = Field(default=False, alias="blockAdmission")
+    backoff_base_seconds: PositiveInt = Field(default=60, alias="backoffBaseSeconds")
+    backoff_max_seconds: PositiveInt = Field(default=3600, alias="backoffMaxSeconds")
+    backoff_limit_count: NonNegativeInt | None = Field(default=None, alias="backoffLimitCount")
+
+
+class PriorityClass(Strict):
+    """A Kueue WorkloadPriorityClass; jobs pick one with the label kueue.x-k8s.io/priority-class."""
+
+    value: int = Field(ge=-(2**31), le=2**31 - 1)
+    description: str = Field(default="", max_length=2048)
+
+
+def _default_priorities() -> dict[str, PriorityClass]:
+    return {
+        "production": PriorityClass(value=1000, description="Production training: preempts research and sweeps"),
+        "research": PriorityClass(value=500, description="Day-to-day experiments"),
+        "sweep": PriorityClass(value=100, description="Hyperparameter sweeps and batch work: first to be preempted"),
+    }
+
+
+class Preemption(Strict):
+    """Kueue ClusterQueue preemption. Unset fields take the `queueing.preemption` default."""
+
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] | None = Field(
+        default=None, alias="reclaimWithinCohort")
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] | None = Field(
+        default=None, alias="withinClusterQueue")
+    borrow_within_cohort: Literal["Never", "LowerPriority"] | None = Field(default=None, alias="borrowWithinCohort")
+    borrow_max_priority: int | None = Field(default=None, alias="borrowMaxPriority")
+
+    def over(self, default: Preemption) -> Preemption:
+        """These settings with the unset ones taken from `default`."""
+        return default.model_copy(update={k: v for k, v in self if v is not None})
+
+    def as_kueue(self) -> dict[str, Any]:
+        stanza: dict[str, Any] = {
+            "reclaimWithinCohort": self.reclaim_within_cohort or "Never",
+            "withinClusterQueue": self.within_cluster_queue or "Never",
+        }
+        if self.borrow_within_cohort:
+            stanza["borrowWithinCohort"] = {"policy": self.borrow_within_cohort}
+            if self.borrow_max_priority is not None:
+                stanza["borrowWithinCohort"]["maxPriorityThreshold"] = self.borrow_max_priority
+        return stanza
+
+    def problem(self, fair_sharing: bool) -> str | None:
+        """Kueue's own rules for a complete preemption stanza (reference/kueue.md 4, rule 11)."""
+        borrows = self.borrow_within_cohort not in (None, "Never")
+        if borrows and fair_sharing:
+            return "borrowWithinCohort is classic preemption only: Kueue ignores it under fair sharing; remove it"
+        if borrows and self.reclaim_within_cohort in (None, "Never"):
+            return "borrowWithinCohort needs reclaimWithinCohort LowerPriority or Any (Kueue rejects Never)"
+        if self.borrow_max_priority is not None and not borrows:
+            return "borrowMaxPriority applies only with borrowWithinCohort: LowerPriority"
+        return None
+
+
+class FlavorFungibility(Strict):
+    """What a job does when its first pool has room only by borrowing or preempting. The defaults keep jobs
+    on the cheapest pool while it has room, borrowed or not, and try the next pool before preempting."""
+
+    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = Field(default="MayStopSearch",
+                                                                        alias="whenCanBorrow")
+    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = Field(default="TryNextFlavor",
+                                                                         alias="whenCanPreempt")
+
+
+class Queueing(Strict):
+    """Kueue settings shared by every team."""
+
+    cohort: DnsLabel = "trainyard"
+    fair_sharing: bool = Field(default=True, alias="fairSharing")
+    wait_for_pods_ready: WaitForPodsReady = Field(default_factory=WaitForPodsReady, alias="waitForPodsReady")
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = Field(
+        default="BestEffortFIFO", alias="queueingStrategy"
+    )
+    priorities: dict[DnsLabel, PriorityClass] = Field(default_factory=_default_priorities)
+    preemption: Preemption = Field(default_factory=lambda: Preemption(
+        reclaim_within_cohort="Any", within_cluster_queue="LowerPriority"))
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility, alias="flavorFungibility")
+    # Kueue lends a flavor only to queues that list it. Off: a team queue lists the pools it has a quota on
+    # (and the capacity check warns about a pool no queue lists). On: every team queue lists every pool, with
+    # nominal quota 0 where it has no guarantee, so idle GPUs anywhere can be borrowed.
+    borrow_any_pool: bool = Field(default=False, alias="borrowAnyPool")
+    exclude_resource_prefixes: list[str] = Field(default_factory=list, alias="excludeResourcePrefixes")
+
+    @field_validator("priorities", mode="before")
+    @classmethod
+    def _priority_shorthand(cls, value: object) -> object:
+        # `priorities: {production: 1000}` is shorthand for `{production: {value: 1000}}`
+        if isinstance(value, dict):
+            return {k: {"value": v} if isinstance(v, int) else v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Queueing:
+        problem = self.preemption.problem(self.fair_sharing)
+        if problem:
+            raise ValueError(f"preemption: {problem}")
+        values = [p.value for p in self.priorities.values()]
+        if len(set(values)) != len(values):
+            raise ValueError("priorities: two classes share a value: give each a distinct value")
+        return self
+
+
+def topology_name(levels: Mapping[str, str]) -> str:
+    """A Topology is named after its level names (`rack-node`, `block-subblock-host-node`): pools that declare
+    the same levels, as the pools of one environment do, share one Topology."""
+    return "-".join([*levels, "node"])
+
+
+def check_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Mapping[str, TeamSpec]) -> None:
+    """Cross-section rules: a team's preemption override, completed by the default, must still be one Kueue
+    accepts; pools whose topology levels share names must share the labels too (they share a Topology)."""
+    for name, team in teams.items():
+        if team.preemption is not None:
+            problem = team.preemption.over(queueing.preemption).problem(queueing.fair_sharing)
+            if problem:
+                raise ValueError(f"teams.{name}.preemption: {problem}")
+    seen: dict[str, tuple[str, dict[str, str]]] = {}
+    for name, pool in pools.items():
+        levels = pool.topology_levels()
+        if not levels:
+            continue
+        first = seen.setdefault(topology_name(levels), (name, levels))
+        if first[1] != levels:
+            raise ValueError(f"pools.{name}.topology: same level names as pool '{first[0]}' but other labels; "
+                             "rename the levels (they name the shared Kueue Topology) or use the same labels")
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    levels: tuple[str, ...]  # node labels, broadest first, kubernetes.io/hostname last
+
+
+@dataclass(frozen=True)
+class QueueFlavor:
+    """One flavor entry of a team's ClusterQueue."""
+
+    flavor: str
+    nominal: Mapping[str, Decimal]
+    borrowing: Mapping[str, Decimal | None]
+    lending: Mapping[str, Decimal | None]
+
+
+@dataclass(frozen=True)
+class TeamQueue:
+    team: str
+    covered: tuple[str, ...]
+    flavors: tuple[QueueFlavor, ...]  # in the order Kueue tries them
+    preemption: Mapping[str, Any]  # the ClusterQueue preemption stanza
+
+
+@dataclass(frozen=True)
+class QueueingFacts:
+    priorities: Mapping[str, PriorityClass]
+    flavor_order: tuple[str, ...]
+    topologies: tuple[Topology, ...]
+    queues: tuple[TeamQueue, ...]
+    shared_pool: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> capacity no team is guaranteed
+    exclude_resource_prefixes: tuple[str, ...]
+
+    def queue(self, team: str) -> TeamQueue:
+        return next(q for q in self.queues if q.team == team)
+
+
+def flavor_order(flavors: Sequence[Flavor]) -> tuple[str, ...]:
+    """Reserved, then on-demand, then spot; declaration order within a capacity type."""
+    ranked = sorted(enumerate(flavors), key=lambda pair: (CAPACITY_ORDER.index(pair[1].capacity_type), pair[0]))
+    return tuple(flavor.name for _, flavor in ranked)
+
+
+def _topologies(flavors: Sequence[Flavor]) -> tuple[Topology, ...]:
+    """One Topology per distinct level list (per environment: a site's rack labels, GKE blocks, EKS network
+    layers); flavors with the same levels reference the same Topology."""
+    topologies: dict[str, Topology] = {}
+    for flavor in flavors:
+        if flavor.topology_levels:
+            name = topology_name(flavor.topology_levels)
+            topologies.setdefault(name, Topology(name, (*flavor.topology_levels.values(), HOSTNAME)))
+    return tuple(topologies.values())
+
+
+def _queue(team: TeamFacts, spec: TeamSpec, queueing: Queueing, flavors: Mapping[str, Flavor],
+           order: Sequence[str], covered_all: Sequence[str]) -> TeamQueue:
+    listed = [name for name in order if name in team.quota or queueing.borrow_any_pool]
+    covered = tuple(r for r in covered_all if any(r in flavors[name].capacity for name in listed))
+    team_limit = Decimal(spec.borrowing_limit) if spec.borrowing_limit is not None else None
+    entries = []
+    for name in listed:
+        if name in team.quota:
+            entries.append(QueueFlavor(name, team.quota[name], team.borrowing[name], team.lending[name]))
+        else:
+            gpus = flavors[name].gpu_resources
+            entries.append(QueueFlavor(name, MappingProxyType({r: Decimal(0) for r in covered}),
+                                       MappingProxyType({r: team_limit for r in gpus}), MappingProxyType({})))
+    preemption = spec.preemption.over(queueing.preemption) if spec.preemption else queueing.preemption
+    return TeamQueue(team.name, covered, tuple(entries), MappingProxyType(preemption.as_kueue()))
+
+
+def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Mapping[str, TeamSpec],
+                    flavors: Sequence[Flavor], team_facts: Sequence[TeamFacts], covered: Sequence[str],
+                    shared_pool: Mapping[str, Mapping[str, Decimal]]) -> QueueingFacts:
+    by_name = {flavor.name: flavor for flavor in flavors}
+    order = flavor_order(flavors)
+    devices = sorted({FABRIC_DEVICE_PREFIXES[p.fabric] for p in pools.values() if p.fabric in FABRIC_DEVICE_PREFIXES})
+    prefixes = [*queueing.exclude_resource_prefixes, *devices]
+    return QueueingFacts(
+        priorities=MappingProxyType(dict(queueing.priorities)),
+        flavor_order=order,
+        topologies=_topologies(flavors),
+        queues=tuple(_queue(t, teams[t.name], queueing, by_name, order, covered) for t in team_facts),
+        shared_pool=shared_pool,
+        exclude_resource_prefixes=tuple(dict.fromkeys(prefixes)),
+    )
