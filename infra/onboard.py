@@ -134,6 +134,12 @@ def _kinds(config: dict[str, Any], stack: str) -> Counter[str]:
     return Counter(obj.get("kind", "?") for _, obj in objects(capture))
 
 
+def _unguaranteed(platform: Platform, flavor: str, resource: str) -> Decimal:
+    """What the capacity check still lets teams be guaranteed in a flavor (negative when overdrawn)."""
+    capacity = platform.flavor(flavor).capacity.get(resource, Decimal(0))
+    return capacity - platform.quota_sums[flavor].get(resource, Decimal(0))
+
+
 def _capacity_rows(before: Platform, after: Platform, name: str) -> list[list[str]]:
     team = next(t for t in after.teams if t.name == name)
     rows = [["flavor", "resource", "team", "capacity", "unguaranteed before", "after"]]
@@ -144,8 +150,8 @@ def _capacity_rows(before: Platform, after: Platform, name: str) -> list[list[st
                 continue
             rows.append([flavor_name, resource, format_amount(resource, amount),
                          format_amount(resource, flavor.capacity.get(resource, Decimal(0))),
-                         format_amount(resource, before.shared_pool[flavor_name].get(resource, Decimal(0))),
-                         format_amount(resource, after.shared_pool[flavor_name].get(resource, Decimal(0)))])
+                         format_amount(resource, _unguaranteed(before, flavor_name, resource)),
+                         format_amount(resource, _unguaranteed(after, flavor_name, resource))])
     return rows
 
 

@@ -205,3 +205,17 @@ def test_bad_object_storage_destinations_are_refused(value: dict[str, Any], path
     with pytest.raises(SpecError) as error:
         validate(raw, "onprem-lab")
     assert f"teams.nlp.{path}" in str(error.value)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_namespace_quota_never_blocks_what_kueue_guarantees(stack: str) -> None:
+    """Per resource: at least the team's nominal quota, at most what its pools hold at their largest."""
+    platform, capture = platform_of(stack), capture_of(stack)
+    for team in platform.teams:
+        for ns in team.namespaces:
+            hard = _one(kube_objects(capture, "ResourceQuota"), "team-quota", ns)["spec"]["hard"]
+            for resource, nominal in team.totals.items():
+                largest = sum((platform.flavor(f).max_capacity.get(resource, platform.flavor(f).capacity.get(
+                    resource, Decimal(0))) for f in team.quota), Decimal(0))
+                assert nominal <= parse_quantity(hard[f"requests.{resource}"]) <= max(largest, nominal), \
+                    (ns, resource)

@@ -80,13 +80,13 @@ def psa_labels(level: str, kubernetes: str) -> dict[str, str]:
 
 def reach(platform: Platform, team: TeamFacts) -> dict[str, Decimal]:
     """The most Kueue can ever admit for a team, per resource: its nominal quota plus what it may borrow
-    (up to the pool when no borrowing limit is set), never more than its pools hold."""
+    (up to the pool when no borrowing limit is set), never more than its pools hold at their largest."""
     total: dict[str, Decimal] = {}
     for flavor_name, quota in team.quota.items():
-        capacity = platform.flavor(flavor_name).capacity
+        flavor = platform.flavor(flavor_name)
         for resource, nominal in quota.items():
             limit = team.borrowing[flavor_name].get(resource)
-            pool = capacity.get(resource, Decimal(0))
+            pool = flavor.max_capacity.get(resource, flavor.capacity.get(resource, Decimal(0)))
             amount = max(nominal, pool if limit is None else min(nominal + limit, pool))
             total[resource] = total.get(resource, Decimal(0)) + amount
     return total
