@@ -76,14 +76,23 @@ def _role_key(kind: str, name: str, namespace: str) -> tuple[str, str]:
     return (kind, name) if kind == "ClusterRole" else (kind, f"{namespace}/{name}")
 
 
+# Kubernetes' own groups that take in tenants too; other `system:` identities are the cluster's components.
+EVERYONE = ("system:authenticated", "system:unauthenticated", "system:serviceaccounts")
+
+
+def _is_tenant(kind: str, name: str, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> bool:
+    if kind == "ServiceAccount":
+        return namespace in tenant_namespaces
+    if name in EVERYONE or name.removeprefix("system:serviceaccounts:") in tenant_namespaces:
+        return True
+    return not name.startswith("system:") and name not in admins
+
+
 def _tenant_subjects(subjects: Any, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> list[str]:
     tenants = []
     for subject in items(subjects):
         kind, name = str(get(subject, "kind") or ""), str(get(subject, "name") or "")
-        if kind == "ServiceAccount":
-            if str(get(subject, "namespace") or namespace) in tenant_namespaces:
-                tenants.append(f"{kind} {name}")
-        elif name not in admins:
+        if _is_tenant(kind, name, str(get(subject, "namespace") or namespace), tenant_namespaces, admins):
             tenants.append(f"{kind} {name}")
     return tenants
 

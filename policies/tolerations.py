@@ -2,8 +2,8 @@
 
 GPU pools are the Kueue ResourceFlavors that offer GPUs (a ClusterQueue or the Cohort gives them a GPU
 quota above zero); the taints they are meant for are those flavors' nodeTaints (the pools' node taints,
-which a workload must tolerate to use the flavor) and tolerations. GPU workloads are the training
-runtimes and anything that requests a GPU.
+which a workload must tolerate to use the flavor) and tolerations. GPU workloads are anything that
+requests a GPU, and training runtimes that tolerate a GPU taint.
 """
 
 from __future__ import annotations
@@ -72,11 +72,15 @@ def describe(toleration: Any) -> str:
     return f"{taint}:{effect or '*'}"
 
 
-def _workload_tolerations(kind: str, props: Mapping[str, Any]) -> list[Any]:
+def _workload_tolerations(kind: str, props: Mapping[str, Any], gpu_keys: set[str]) -> list[Any]:
+    """Tolerations of the pod specs that are GPU workloads: those requesting GPUs, and training runtimes
+    that tolerate a GPU taint (a CPU-only runtime may tolerate its own pool's taints)."""
     tolerations: list[Any] = []
     for spec in pod_specs(kind, props):
-        if kind in TRAINING_RUNTIMES or requests_gpu(spec):
-            tolerations += items(spec.get("tolerations"))
+        own = items(spec.get("tolerations"))
+        gpu_runtime = kind in TRAINING_RUNTIMES and any(_field(t, "key") in gpu_keys | {""} for t in own)
+        if gpu_runtime or requests_gpu(spec):
+            tolerations += own
     return tolerations
 
 
@@ -90,7 +94,7 @@ def gpu_tolerations(args: StackValidationArgs, report: ReportViolation) -> None:
             continue
         namespace, name, _ = meta(resource.props)
         where = f"{kind} {'/'.join(filter(None, (namespace, name)))}"
-        for toleration in _workload_tolerations(kind, resource.props):
+        for toleration in _workload_tolerations(kind, resource.props, {_field(m, "key") for m in meant}):
             if not _field(toleration, "key"):
                 report(f"{where} tolerates every taint ({describe(toleration)}): tolerate the GPU pools' taints "
                        "by key", resource.urn)

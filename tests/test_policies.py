@@ -127,9 +127,12 @@ def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+_TOLERATIONS = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec",
+                "tolerations")
+
+
 def _tolerate(toleration: dict[str, str]) -> Callable[[dict[str, Any]], None]:
-    return _set(("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec",
-                 "tolerations"), [toleration])
+    return _set(_TOLERATIONS, [toleration])
 
 
 GPU_DEPLOYMENT = obj("Deployment", "notebook", "vision", spec={"template": {"spec": {
@@ -169,9 +172,11 @@ VIOLATING: dict[str, list[tuple[str, dict[str, Registration], str]]] = {
     "gpu-tolerations": [
         ("runtime tolerates every taint", edit("runtime-torch", _tolerate({"operator": "Exists"})),
          "ClusterTrainingRuntime runtime-torch"),
-        ("runtime tolerates the control plane",
-         edit("runtime-torch", _tolerate({"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-                                          "effect": "NoSchedule"})), "ClusterTrainingRuntime runtime-torch"),
+        ("GPU runtime also tolerates the control plane",
+         edit("runtime-torch", _set(_TOLERATIONS, [
+             {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+             {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}])),
+         "ClusterTrainingRuntime runtime-torch"),
         ("runtime tolerates another value of the GPU taint",
          edit("runtime-torch", _tolerate({"key": "nvidia.com/gpu", "operator": "Equal", "value": "h200",
                                           "effect": "NoSchedule"})), "ClusterTrainingRuntime runtime-torch"),
@@ -249,6 +254,18 @@ def test_cluster_admin_for_a_group_not_declared_admin_is_a_violation() -> None:
     assert [(v.policy, v.resource) for v in found] == [("no-tenant-cluster-admin", "ClusterRoleBinding admins")]
 
 
+@pytest.mark.parametrize(("subject", "tenant"), [
+    ({"kind": "Group", "name": "system:authenticated"}, True),
+    ({"kind": "Group", "name": "system:serviceaccounts:vision"}, True),
+    ({"kind": "User", "name": "alice@example.com"}, True),
+    ({"kind": "Group", "name": "system:masters"}, False),
+    ({"kind": "ServiceAccount", "name": "velero", "namespace": "velero"}, False),
+])
+def test_who_counts_as_a_tenant(subject: dict[str, str], tenant: bool) -> None:
+    found = violations(edit("admins", _set(("subjects",), [subject])))
+    assert bool(found) == tenant, found
+
+
 def test_platform_service_account_may_hold_a_wildcard_role() -> None:
     records = add(reg(CRB, "operator", obj("ClusterRoleBinding", "operator",
                                            roleRef={"kind": "ClusterRole", "name": "cluster-admin"},
@@ -264,11 +281,20 @@ def test_workloads_without_gpus_may_tolerate_other_taints() -> None:
 
 
 def test_a_flavor_without_gpu_quota_is_not_a_gpu_pool() -> None:
+    gpu_job = copy.deepcopy(GPU_DEPLOYMENT)
+    gpu_job["spec"]["template"]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert violations(add(reg(DEPLOYMENT, "notebook", gpu_job))) == []
     records = edit("cq-vision", _set(("spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"),
                                      "0"))
+    records["notebook"] = reg(DEPLOYMENT, "notebook", gpu_job)
     found = violations(records)
-    assert {v.policy for v in found} == {"gpu-tolerations"}
+    assert [(v.policy, v.resource) for v in found] == [("gpu-tolerations", "Deployment notebook")]
     assert "GPU taints: none" in found[0].message
+
+
+def test_a_cpu_runtime_may_tolerate_its_own_pool() -> None:
+    records = edit("runtime-torch", _tolerate({"key": "dedicated", "value": "cpu-batch", "effect": "NoSchedule"}))
+    assert violations(records) == []
 
 
 def test_scratch_class_that_no_data_volume_uses_may_delete() -> None:
