@@ -33,6 +33,7 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from infra.spec import Finding, Platform, stack_path
+from infra.spec.findings import Severity
 from infra.spec.load import read_stack_config
 from policies import stackconfig
 from policies.config import pack_config
@@ -51,8 +52,8 @@ class Violation:
     message: str
 
     def finding(self) -> Finding:
-        severity = "error" if self.level == EnforcementLevel.MANDATORY.value else "warning"
-        return Finding("policy", self.resource, f"{self.policy}: {self.message}", severity)  # type: ignore[arg-type]
+        severity: Severity = "error" if self.level == EnforcementLevel.MANDATORY.value else "warning"
+        return Finding("policy", self.resource, f"{self.policy}: {self.message}", severity)
 
 
 class RecordedOptions(PolicyResourceOptions):
