@@ -4,7 +4,7 @@ checkpoint volumes, and versioned object storage buckets (S3, GCS, Azure Blob, o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -50,7 +50,7 @@ def snapshot_class_objects(facts: StorageFacts) -> list[dict[str, Any]]:
     } for vsc in facts.snapshot_classes]
 
 
-def claim_spec(volume: Volume, klass: Klass) -> dict[str, Any]:
+def claim_spec(volume: Volume, klass: Klass) -> Any:
     spec: dict[str, Any] = {
         "accessModes": ["ReadWriteMany"],
         "storageClassName": klass.name,
@@ -65,7 +65,7 @@ def static_volume_name(volume: Volume) -> str:
     return f"{volume.namespace}-{volume.name}"
 
 
-def versioning_job(bucket: Bucket) -> dict[str, Any]:
+def versioning_job(bucket: Bucket) -> Any:
     """Ceph RGW bucket claims cannot ask for versioning (Rook 1.20): a job sets it with the claim's own
     credentials and endpoint (the Secret and ConfigMap that Rook writes under the claim's name)."""
 
@@ -102,7 +102,7 @@ def versioning_job(bucket: Bucket) -> dict[str, Any]:
     }
 
 
-def object_store_egress(facts: StorageFacts, namespace: str) -> dict[str, Any]:
+def object_store_egress(namespace: str) -> Any:
     """Team pods (and the versioning job) reach the Ceph RGW that serves their dataset buckets."""
     return {
         "podSelector": {},
@@ -148,13 +148,13 @@ class Storage(pulumi.ComponentResource):
         if volume.bucket:
             pv = k8s.core.v1.PersistentVolume(
                 f"pv-{static_volume_name(volume)}", metadata=metadata(static_volume_name(volume), labels=labels),
-                spec={
+                spec=cast(Any, {
                     "accessModes": ["ReadWriteMany"], "capacity": {"storage": volume.size},
                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": klass.name,
                     "mountOptions": list(klass.mount_options),
                     "csi": {"driver": klass.provisioner, "volumeHandle": volume.bucket},
                     "claimRef": {"namespace": volume.namespace, "name": volume.name},
-                },
+                }),
                 opts=child_opts(self, self.provider, depends_on=[klass_resource], retain_on_delete=True))
             depends.append(pv)
         k8s.core.v1.PersistentVolumeClaim(
@@ -191,7 +191,7 @@ class Storage(pulumi.ComponentResource):
         for team_ns, ns_resource in sorted(self.team_namespaces.items()):
             k8s.networking.v1.NetworkPolicy(
                 f"{team_ns}-allow-ceph-rgw", metadata=metadata("allow-object-store", team_ns),
-                spec=object_store_egress(facts, rook), opts=child_opts(self, ceph, depends_on=[ns_resource]))
+                spec=object_store_egress(rook), opts=child_opts(self, ceph, depends_on=[ns_resource]))
 
     def _cloud_buckets(self, platform: Platform) -> dict[str, dict[str, Any]]:
         """Versioned, protected buckets in the cloud's object store. Returns StorageClass parameters that
@@ -248,5 +248,5 @@ class Storage(pulumi.ComponentResource):
         for bucket in facts.buckets:
             azure.storage.BlobContainer(
                 f"bucket-{bucket.key}", container_name=bucket.name, account_name=account_name,
-                resource_group_name=group, public_access="None",
+                resource_group_name=group, public_access=azure.storage.PublicAccess.NONE,
                 opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[versioning]))
