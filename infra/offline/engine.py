@@ -87,7 +87,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request: Any) -> Any:
         urn = self.make_urn(request.parent, request.type, request.name)
         if request.type != "pulumi:pulumi:Stack":
             record = Registration(
@@ -110,12 +110,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 self.records.append(record)
         return super().RegisterResource(request)
 
-    def SupportsFeature(self, request: Any) -> Any:  # noqa: N802
+    def SupportsFeature(self, request: Any) -> Any:
         if request.id == "resourceReferences":
             return type("SupportsFeatureResponse", (object,), {"hasSupport": False})
         return super().SupportsFeature(request)
 
-    def GetDeploymentInfo(self, request: Any) -> Any:  # noqa: N802
+    def GetDeploymentInfo(self, request: Any) -> Any:
         info = super().GetDeploymentInfo(request)
         features = [f for f in info.supportedFeatures
                     if f != pulumi_mocks.resource_pb2.RESOURCE_MONITOR_FEATURE_RESOURCE_REFERENCES]
