@@ -151,14 +151,16 @@ class KubernetesCluster:
 
     def cluster_queues(self) -> list[dict[str, Any]]:
         listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
-        return list(listing.get("items", []))
+        items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
+        return items
 
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool:
         review = self._client.V1SubjectAccessReview(spec=self._client.V1SubjectAccessReviewSpec(
             user="trainyard-verify", groups=groups,
             resource_attributes=self._client.V1ResourceAttributes(verb=verb, group=group, resource=resource,
                                                                    namespace=namespace)))
-        return bool(self._authz.create_subject_access_review(review).status.allowed)
+        status = self._authz.create_subject_access_review(review).status
+        return bool(status and status.allowed)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -29,14 +29,19 @@ class ExistingCluster(pulumi.ComponentResource):
         patches: list[pulumi.Resource] = []
         for flavor in platform.flavors:
             for node in platform.pool(flavor.pool).nodes or []:
+                meta: k8s.meta.v1.ObjectMetaPatchArgsDict = {
+                    "name": node,
+                    "labels": dict(flavor.node_labels),
+                    "annotations": {"pulumi.com/patchForce": "true"},
+                }
+                # Taints are an atomic list under server-side apply: an untainted pool sends none rather
+                # than an empty list that would take ownership of (and clear) taints others set.
+                taints: k8s.core.v1.NodeSpecPatchArgsDict | None = (
+                    {"taints": [{"key": t["key"], "value": t.get("value"), "effect": t["effect"]}
+                                for t in flavor.taints]} if flavor.taints else None
+                )
                 patches.append(k8s.core.v1.NodePatch(
-                    f"node-{node}",
-                    metadata={
-                        "name": node,
-                        "labels": dict(flavor.node_labels),
-                        "annotations": {"pulumi.com/patchForce": "true"},
-                    },
-                    spec={"taints": [dict(taint) for taint in flavor.taints]},
+                    f"node-{node}", metadata=meta, spec=taints,
                     opts=pulumi.ResourceOptions(parent=self, provider=self.provider, retain_on_delete=True),
                 ))
         self.node_patches = tuple(patches)

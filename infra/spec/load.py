@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
@@ -12,6 +12,9 @@ from pydantic import ValidationError
 from .derive import Platform, derive
 from .errors import SpecError, from_validation_error
 from .platform import PlatformSpec
+
+if TYPE_CHECKING:
+    import pulumi
 
 PROJECT = "trainyard"
 PLATFORM_KEY = f"{PROJECT}:platform"
@@ -89,7 +92,7 @@ def load_pulumi() -> Platform:
     return validate(config.require_object("platform"), pulumi.get_stack())
 
 
-def secret_kubeconfig() -> object:
+def secret_kubeconfig() -> pulumi.Output[str] | None:
     """The kubeconfig, from its own secret key (never from the structured object, which Pulumi would
     hand back in plaintext). None when unset: the provider then uses the ambient kubeconfig."""
     import pulumi
