@@ -321,8 +321,9 @@ class ClusterSpec(Strict):
                 yield (where, "GKE node pool names have at most 40 characters and 'system' is the system pool's: "
                        "rename the pool")
         if self.aks is not None and pool.mig is not None and aks_gpu_instance_profile(pool) is None:
-            yield (f"{where}.mig.profile", f"AKS partitions by MIGNg profile, the smallest memory for each "
-                   f"slice count: {pool.mig.profile} is not one of them")
+            yield (f"{where}.mig.profile", f"AKS' gpuInstanceProfile (MIG1g ... MIG7g) gives each slice count "
+                   f"its smallest-memory profile, so {pool.mig.profile} is not available: use one of "
+                   f"{', '.join(aks_mig_profiles(pool.gpu or ''))}")
 
     def _zone_ok(self, zone: str) -> bool:
         if self.eks is not None:
@@ -344,11 +345,17 @@ def aks_pool_name(pool: str) -> str:
     return "".join(ch for ch in pool if ch.isalnum())[:12]
 
 
+def aks_mig_profiles(gpu: str) -> list[str]:
+    """The MIG profiles AKS can set on a GPU model: per slice count, the one with the least memory (listed
+    first), so 1g.20gb on an 80GB A100 has no AKS equivalent."""
+    firsts: dict[str, str] = {}
+    for profile in gpu_model(gpu).mig_profiles:
+        firsts.setdefault(profile.split("g.")[0], profile)
+    return list(firsts.values())
+
+
 def aks_gpu_instance_profile(pool: PoolSpec) -> str | None:
-    """AKS' gpuInstanceProfile (MIG1g ... MIG7g) for a MIG pool. AKS offers, per slice count, the profile with
-    the least memory (the first listed), so 1g.20gb on an 80GB A100 has no AKS equivalent."""
-    if pool.mig is None or pool.gpu is None:
+    """AKS' gpuInstanceProfile (MIG1g ... MIG7g) for a MIG pool, or None when AKS cannot set its profile."""
+    if pool.mig is None or pool.gpu is None or pool.mig.profile not in aks_mig_profiles(pool.gpu):
         return None
-    slices = pool.mig.profile.split("g.")[0]
-    first = next(p for p in gpu_model(pool.gpu).mig_profiles if p.startswith(f"{slices}g."))
-    return f"MIG{slices}g" if first == pool.mig.profile else None
+    return f"MIG{pool.mig.profile.split('g.')[0]}g"

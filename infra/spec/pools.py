@@ -183,7 +183,9 @@ class PoolSpec(Strict):
     def _consistent(self) -> PoolSpec:
         if self.nodes is not None and self.count is not None:
             raise ValueError("give either `nodes` (existing node names) or `count`, not both")
-        if self.autoscale is not None and (self.nodes is not None or self.count is not None):
+        if self.autoscale is not None and self.nodes is not None:
+            raise ValueError("a pool of listed `nodes` has a fixed size: `autoscale` is for cloud pools")
+        if self.autoscale is not None and self.count is not None:
             raise ValueError("give either a fixed `count` or an `autoscale` range, not both")
         if self.nodes is None and self.count is None and self.autoscale is None:
             raise ValueError("give `nodes` (existing node names), `count`, or for a cloud pool `autoscale`")
