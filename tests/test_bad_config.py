@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.cli import main
 
@@ -108,3 +109,16 @@ def test_bad_stack_file_exits_2(text: str, words: tuple[str, ...], tmp_path: Pat
 
 def test_missing_stack_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     _assert_one_clean_line(capsys, main(["plan", "no-such-stack"]), ("no such stack file",))
+
+
+def test_declared_secret_keys_are_accepted_only_encrypted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = raw_platform("onprem-lab")
+    path = tmp_path / "Pulumi.secrets.yaml"
+    config = {"trainyard:platform": raw, "trainyard:backupCredentials": {"secure": "v1:abc"},
+              "trainyard:kubeconfig": {"secure": "v1:def"}}
+    path.write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
+    assert main(["plan", str(path)]) in (0, 1)
+    capsys.readouterr()
+    config["trainyard:backupCredentials"] = "[default]\naws_access_key_id=AKIA..."
+    path.write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
+    _assert_one_clean_line(capsys, main(["plan", str(path)]), ("trainyard:backupCredentials", "must be a secret"))

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 PROJECT = "trainyard"
 PLATFORM_KEY = f"{PROJECT}:platform"
 KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
+# Keys that hold credentials: each in its own key, always encrypted, never inside trainyard:platform.
+SECRET_KEYS = (KUBECONFIG_KEY, f"{PROJECT}:backupCredentials")
 _PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
 
 
@@ -74,9 +76,13 @@ def load_file(path: Path) -> Platform:
     if PLATFORM_KEY not in config:
         raise SpecError(str(path), f"config has no `{PLATFORM_KEY}` key")
     unknown = sorted(key for key in config if key.startswith(f"{PROJECT}:") and key not in
-                     {PLATFORM_KEY, KUBECONFIG_KEY})
+                     {PLATFORM_KEY, *SECRET_KEYS})
     if unknown:
-        raise SpecError(unknown[0], f"unknown config key: Trainyard reads only {PLATFORM_KEY} and {KUBECONFIG_KEY}")
+        raise SpecError(unknown[0], f"unknown config key: Trainyard reads {PLATFORM_KEY} and the secret keys "
+                                    f"{', '.join(SECRET_KEYS)}")
+    for key in SECRET_KEYS:
+        if key in config and not (isinstance(config[key], dict) and set(config[key]) == {"secure"}):
+            raise SpecError(key, f"must be a secret: set it with `pulumi config set --secret {key} < file`")
     platform_value = config[PLATFORM_KEY]
     if isinstance(platform_value, dict) and "secure" in platform_value and len(platform_value) == 1:
         raise SpecError(PLATFORM_KEY, "must not be a secret: keep secrets in their own keys "
