@@ -11,23 +11,18 @@ from typing import Any
 
 from pulumi_policy import PolicyResource
 
+from infra.platform.admission import WORKLOADS
+
 KUBERNETES = "kubernetes:"
 CHART_TYPES = frozenset({"kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release"})
 GPU_RESOURCE_PREFIX = "nvidia.com/"
 
-# Kind -> where its pod specs are ("*" walks a list).
+# Kind -> where its pod specs are ("*" walks a list): what admission checks, plus the controllers.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    "Pod": ("spec",),
-    "Deployment": ("spec", "template", "spec"),
-    "StatefulSet": ("spec", "template", "spec"),
-    "DaemonSet": ("spec", "template", "spec"),
-    "ReplicaSet": ("spec", "template", "spec"),
-    "Job": ("spec", "template", "spec"),
+    **{workload.kind: workload.path for workload in WORKLOADS.values()},
+    "ClusterTrainingRuntime": WORKLOADS["trainingruntimes"].path,
+    **{kind: ("spec", "template", "spec") for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-    "JobSet": ("spec", "replicatedJobs", "*", "template", "spec", "template", "spec"),
-    "TrainingRuntime": ("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template", "spec"),
-    "ClusterTrainingRuntime": ("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template",
-                               "spec"),
 }
 TRAINING_RUNTIMES = frozenset({"TrainingRuntime", "ClusterTrainingRuntime"})
 

@@ -91,13 +91,14 @@ def test_registries_default_to_the_runtimes_images() -> None:
               for c in job["template"]["spec"]["template"]["spec"]["containers"]]
     assert images and all(allowed(image, prefixes) for image in images)
     assert not allowed("evil.example.com/pytorch/pytorch:2", prefixes)
+    assert not allowed("pytorch/pytorch-nightly:2", prefixes)
 
 
 def test_declared_registries_are_added() -> None:
     raw = raw_platform("local")
     raw["policy"] = {"allowedRegistries": ["registry.example.com:5000/ml", "nvcr.io/nvidia"]}
     prefixes = _variable(_policies(run_raw("local", raw))["trainyard-allowed-registries"], "registries")
-    assert {"registry.example.com:5000/ml/", "nvcr.io/nvidia/", "docker.io/pytorch/"} <= set(prefixes)
+    assert {"registry.example.com:5000/ml", "nvcr.io/nvidia", "docker.io/pytorch/pytorch"} <= set(prefixes)
     assert allowed("registry.example.com:5000/ml/trainer:1", prefixes)
     assert not allowed("registry.example.com:5000/mlx/trainer:1", prefixes)
 

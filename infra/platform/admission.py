@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi_kubernetes.admissionregistration import v1 as admission
 
 from infra.spec import Platform
-from infra.spec.policy import DEFAULT_REGISTRY
+from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
 from infra.spec.pools import GPU_RESOURCE
 from infra.spec.runtimes import pod_specs
 
@@ -34,16 +34,24 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MIG_PREFIX = "nvidia.com/mig-"  # MIG "mixed" strategy resources (nvidia.com/mig-1g.10gb, ...)
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 
-# Resource (plural) -> (API group, where its pod specs are; "*" walks a list).
-WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "pods": ("", ("spec",)),
-    "jobs": ("batch", ("spec", "template", "spec")),
-    "jobsets": ("jobset.x-k8s.io", ("spec", "replicatedJobs", "*", "template", "spec", "template", "spec")),
-    "trainingruntimes": ("trainer.kubeflow.org",
-                         ("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template", "spec")),
-    "trainjobs": ("trainer.kubeflow.org",
-                  ("spec", "runtimePatches", "*", "trainingRuntimeSpec", "template", "spec", "replicatedJobs", "*",
-                   "template", "spec", "template", "spec")),
+class Workload(NamedTuple):
+    kind: str
+    group: str
+    path: tuple[str, ...]  # where its pod specs are; "*" walks a list
+
+
+# What tenants submit, by resource (plural). The CrossGuard rules read pod specs along the same paths.
+WORKLOADS: dict[str, Workload] = {
+    "pods": Workload("Pod", "", ("spec",)),
+    "jobs": Workload("Job", "batch", ("spec", "template", "spec")),
+    "jobsets": Workload("JobSet", "jobset.x-k8s.io",
+                        ("spec", "replicatedJobs", "*", "template", "spec", "template", "spec")),
+    "trainingruntimes": Workload("TrainingRuntime", "trainer.kubeflow.org",
+                                 ("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template",
+                                  "spec")),
+    "trainjobs": Workload("TrainJob", "trainer.kubeflow.org",
+                          ("spec", "runtimePatches", "*", "trainingRuntimeSpec", "template", "spec", "replicatedJobs",
+                           "*", "template", "spec", "template", "spec")),
 }
 # Pod and runtime specs change after creation; the others' pod templates are immutable.
 MUTABLE = frozenset({"pods", "trainingruntimes"})
@@ -81,7 +89,7 @@ def _asks_gpu(var: str, field: str) -> str:
 
 
 def _rules(resources: Sequence[str], operations: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    return [{"apiGroups": [WORKLOADS[r][0]], "apiVersions": ["*"], "resources": [r],
+    return [{"apiGroups": [WORKLOADS[r].group], "apiVersions": ["*"], "resources": [r],
              "operations": (operations or {}).get(r, ["CREATE", "UPDATE"] if r in MUTABLE else ["CREATE"])}
             for r in resources]
 
@@ -101,7 +109,7 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
                 f"request.namespace in variables.queues && "
                 f"object.metadata.labels['{QUEUE_LABEL}'] in variables.queues[request.namespace])")
     where = "; ".join(f"{ns}: {', '.join(names)}" for ns, names in sorted(queues.items()))
-    no_gpu = every_pod_spec(WORKLOADS["pods"][1], every_container(f"!{_asks_gpu('c', 'resources')}"))
+    no_gpu = every_pod_spec(WORKLOADS["pods"].path, every_container(f"!{_asks_gpu('c', 'resources')}"))
     message = f"must carry the label {QUEUE_LABEL} naming the LocalQueue of its namespace ({where})"
     return {
         "failurePolicy": "Fail",
@@ -131,7 +139,7 @@ def pod_security_policy() -> dict[str, Any]:
         "validations": [
             {"expression": _when(resource, every_pod_spec(path, safe)), "reason": "Forbidden",
              "message": f"{resource}: privileged containers and hostPath volumes are not allowed in team namespaces"}
-            for resource, (_, path) in WORKLOADS.items()
+            for resource, (_, _, path) in WORKLOADS.items()
         ],
     }
 
@@ -140,20 +148,21 @@ def _image_ok(var: str) -> str:
     image = f"{var}.image"
     qualified = (f"({image}.matches('^([^/]*[.:][^/]*|localhost)/') ? {image} : ({image}.contains('/') ? "
                  f"'{DEFAULT_REGISTRY}/' + {image} : '{DEFAULT_REGISTRY}/library/' + {image}))")
-    return f"(!has({image}) || variables.registries.exists(p, {qualified}.startsWith(p)))"
+    under = " || ".join(f"{qualified}.startsWith(p + '{end}')" for end in REPOSITORY_ENDS)
+    return f"(!has({image}) || variables.registries.exists(p, {under}))"
 
 
 def _per_workload(predicate: str, trainer: str, message: str, unless: str = "") -> list[dict[str, Any]]:
     """One validation per workload kind (`predicate` over each pod spec `s`), and one for the TrainJob's
     `spec.trainer` (`trainer` over `t`), each skipped when `unless` holds."""
-    checks = [(resource, every_pod_spec(path, predicate)) for resource, (_, path) in WORKLOADS.items()]
+    checks = [(resource, every_pod_spec(path, predicate)) for resource, (_, _, path) in WORKLOADS.items()]
     checks.append(("trainjobs", f"(!has(object.spec.trainer) || [object.spec.trainer].all(t, {trainer}))"))
     return [{"expression": f"{unless} || {_when(resource, check)}" if unless else _when(resource, check),
              "message": message, "reason": "Forbidden"} for resource, check in checks]
 
 
 def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]:
-    prefixes = [p.rstrip("/") + "/" for p in platform.spec.policy.registries(images)]
+    prefixes = [p.rstrip("/") for p in platform.spec.policy.registries(images)]
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},

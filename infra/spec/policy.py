@@ -13,6 +13,7 @@ from .base import Strict
 
 Level = Literal["mandatory", "advisory", "disabled"]
 DEFAULT_REGISTRY = "docker.io"
+REPOSITORY_ENDS = ("/", ":", "@")  # what may follow a prefix in an image reference
 
 _PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$")
 _HOST = re.compile(r"^([^/]*[.:][^/]*|localhost)/")
@@ -48,8 +49,8 @@ class PolicySpec(Strict):
 
     def registries(self, images: Iterable[str]) -> tuple[str, ...]:
         """The allowed prefixes: the repository of each image the platform's own runtimes run (always
-        admitted: they are pinned and reviewed here), plus the declared ones."""
-        own = {qualified(image).rsplit("/", 1)[0] for image in images}
+        admitted, at any tag: they are reviewed here), plus the declared ones."""
+        own = {repository(image) for image in images}
         return tuple(sorted(own | set(self.allowed_registries or ())))
 
 
@@ -61,6 +62,15 @@ def qualified(image: str) -> str:
     return f"{DEFAULT_REGISTRY}/{image}" if "/" in image else f"{DEFAULT_REGISTRY}/library/{image}"
 
 
+def repository(image: str) -> str:
+    """'pytorch/pytorch:2.10' -> 'docker.io/pytorch/pytorch' (no tag, no digest)."""
+    name = qualified(image).partition("@")[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.partition(':')[0]}"
+
+
 def allowed(image: str, prefixes: Iterable[str]) -> bool:
+    """Whether the image is under one of the prefixes: a registry, a path in it, or a repository itself
+    (the admission policy's CEL does the same)."""
     name = qualified(image)
-    return any(name.startswith(prefix.rstrip("/") + "/") for prefix in prefixes)
+    return any(name.startswith(prefix.rstrip("/") + end) for prefix in prefixes for end in REPOSITORY_ENDS)
