@@ -126,11 +126,12 @@ class GpuOperator(pulumi.ComponentResource):
                 ready.append(k8s.core.v1.ConfigMap(resource_name, metadata=metadata(configmap, NAMESPACE), data=data,
                                                    opts=child_opts(self, provider, depends_on=[ns])))
         if platform.spec.cluster.gke is not None:
-            ready.append(k8s.core.v1.ResourceQuota(
-                "critical-pods", metadata=metadata("gpu-operator-quota", NAMESPACE),
-                spec={"hard": {"pods": "100"}, "scopeSelector": {"matchExpressions": [
-                    {"operator": "In", "scopeName": "PriorityClass", "values": CRITICAL_PRIORITY_CLASSES}]}},
-                opts=child_opts(self, provider, depends_on=[ns])))
+            critical: k8s.core.v1.ResourceQuotaSpecArgsDict = {
+                "hard": {"pods": "100"},
+                "scope_selector": {"match_expressions": [
+                    {"operator": "In", "scope_name": "PriorityClass", "values": CRITICAL_PRIORITY_CLASSES}]}}
+            ready.append(k8s.core.v1.ResourceQuota("critical-pods", metadata=metadata("gpu-operator-quota", NAMESPACE),
+                                                   spec=critical, opts=child_opts(self, provider, depends_on=[ns])))
         self.chart = helm_chart("gpu-operator", GPU_OPERATOR_CHART, NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=ready))
         self.register_outputs({"version": GPU_OPERATOR_CHART.version, "driver": platform.gpu_stack.driver,

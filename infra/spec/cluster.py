@@ -115,8 +115,9 @@ class AwsNetwork(Strict):
 
     @property
     def zones(self) -> list[str]:
-        return list(self.create.zones) if self.create else list(self.existing.private_subnets if self.existing
-                                                                 else [])
+        if self.create is not None:
+            return list(self.create.zones)
+        return list(self.existing.private_subnets) if self.existing is not None else []
 
 
 class GcpNewNetwork(Strict):
