@@ -1,0 +1,152 @@
+"""examples/: a typical project per runtime, valid against the pinned CRDs and Kubernetes schemas, and
+consistent with the onprem-lab stack it is written for (namespace, queue, priorities, runtimes, pools,
+storage classes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+
+from infra.offline.schema import CrdIndex, check_core, check_custom, is_custom
+from infra.spec import runtimes as rt
+from infra.spec.base import parse_quantity
+
+from .conftest import ROOT, capture_of, kube_objects, platform_of
+from .test_runtimes import restricted_problems
+
+EXAMPLES = ROOT / "examples"
+PROJECTS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
+STACK = "onprem-lab"
+POOL_LABEL = "trainyard.io/pool"
+
+
+def documents(project: str) -> list[dict[str, Any]]:
+    return [d for path in sorted((EXAMPLES / project).glob("*.yaml"))
+            for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+def one(project: str, kind: str) -> dict[str, Any]:
+    found = [d for d in documents(project) if d["kind"] == kind]
+    assert len(found) == 1, f"{project}: {len(found)} {kind}"
+    return found[0]
+
+
+@cache
+def rendered() -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(kind, namespace, name) -> the object the onprem-lab stack declares."""
+    return {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+            for o in kube_objects(capture_of(STACK))}
+
+
+def patch_pods(trainjob: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for patch in trainjob["spec"].get("runtimePatches", []):
+        for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            yield job["name"], job["template"]["spec"]["template"]["spec"]
+
+
+def test_every_runtime_has_an_example() -> None:
+    used = {one(p, "TrainJob")["spec"]["runtimeRef"]["name"] for p in PROJECTS}
+    assert {name for name in rt.available() if any(u == name or u.startswith(f"{name}-") for u in used)} == \
+        set(rt.available())
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_every_manifest_validates_against_the_pinned_schemas(project: str, crds_dir: Path) -> None:
+    index = CrdIndex(crds_dir, platform_of(STACK).spec.versions.crd_dirs())
+    kinds = []
+    for document in documents(project):
+        kinds.append(document["kind"])
+        problems = check_custom(document, index) if is_custom(document) else check_core(document, "1.34")
+        assert problems == [], (document["kind"], problems)
+    assert {"TrainJob", "PersistentVolumeClaim", "Job"} <= set(kinds) and kinds.count("PersistentVolumeClaim") == 2
+    trainjob = one(project, "TrainJob")
+    assert TrainerV1alpha1TrainJob.from_dict(trainjob).to_dict() == trainjob
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_the_trainjob_fits_the_stack(project: str) -> None:
+    trainjob, objects = one(project, "TrainJob"), rendered()
+    namespace, labels = trainjob["metadata"]["namespace"], trainjob["metadata"]["labels"]
+    assert ("LocalQueue", namespace, labels["kueue.x-k8s.io/queue-name"]) in objects
+    assert ("WorkloadPriorityClass", "", labels["kueue.x-k8s.io/priority-class"]) in objects
+    runtime = objects[("ClusterTrainingRuntime", "", trainjob["spec"]["runtimeRef"]["name"])]
+    containers = {job["name"]: {c["name"] for c in job["template"]["spec"]["template"]["spec"]["containers"]}
+                  for job in rt.replicated_jobs(runtime)}
+    for job, pod in patch_pods(trainjob):
+        assert {c["name"] for c in pod["containers"]} <= containers[job], job
+        assert {m["name"] for c in pod["containers"] for m in c["volumeMounts"]} <= {v["name"] for v in pod["volumes"]}
+        if POOL_LABEL in pod.get("nodeSelector", {}):
+            assert ("ResourceFlavor", "", pod["nodeSelector"][POOL_LABEL]) in objects
+
+
+def admissible_pools(trainjob: dict[str, Any]) -> list[str]:
+    """The pools of the TrainJob's queue that Kueue may admit it to: tolerated taints, matching node selector."""
+    objects = rendered()
+    queue = objects[("ClusterQueue", "", trainjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
+    runtime = objects[("ClusterTrainingRuntime", "", trainjob["spec"]["runtimeRef"]["name"])]
+    selectors = [pod.get("nodeSelector", {}) for pod in rt.pod_specs(runtime)]
+    selectors += [pod.get("nodeSelector", {}) for _, pod in patch_pods(trainjob)]
+    pinned = {s[POOL_LABEL] for s in selectors if POOL_LABEL in s}
+    pools = []
+    for entry in queue["spec"]["resourceGroups"][0]["flavors"]:
+        taints = objects[("ResourceFlavor", "", entry["name"])]["spec"].get("nodeTaints", [])
+        if (not pinned or entry["name"] in pinned) and all(rt.tolerates(runtime, t) for t in taints):
+            pools.append(entry["name"])
+    return pools
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_the_queue_covers_what_the_trainjob_requests_on_a_pool_that_holds_it(project: str) -> None:
+    trainjob, platform = one(project, "TrainJob"), platform_of(STACK)
+    queue = rendered()[("ClusterQueue", "", trainjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
+    resources = trainjob["spec"]["trainer"]["resourcesPerNode"]
+    per_node = {name: parse_quantity(str(v)) for name, v in {**resources.get("limits", {}),
+                                                             **resources["requests"]}.items()}
+    assert set(per_node) <= set(queue["spec"]["resourceGroups"][0]["coveredResources"])
+    nodes = trainjob["spec"]["trainer"].get("numNodes", 1)
+    holding = [pool for pool in admissible_pools(trainjob)
+               if all(nodes * amount <= platform.flavor(pool).capacity.get(name, 0)
+                      and amount * platform.pool(pool).node_count <= platform.flavor(pool).capacity.get(name, 0)
+                      for name, amount in per_node.items())]
+    assert holding, f"{project}: {nodes} nodes x {per_node} fit no pool it may be admitted to"
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_volumes_use_the_stacks_classes_and_are_the_ones_mounted(project: str) -> None:
+    objects = rendered()
+    claims = {d["metadata"]["name"]: d for d in documents(project) if d["kind"] == "PersistentVolumeClaim"}
+    for claim in claims.values():
+        assert ("StorageClass", "", claim["spec"]["storageClassName"]) in objects
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    mounted = {v["persistentVolumeClaim"]["claimName"] for _, pod in patch_pods(one(project, "TrainJob"))
+               for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    published = {v["persistentVolumeClaim"]["claimName"]
+                 for v in one(project, "Job")["spec"]["template"]["spec"]["volumes"]}
+    assert mounted == set(claims) and published < set(claims)
+    config_maps = {v["configMap"]["name"] for _, pod in patch_pods(one(project, "TrainJob"))
+                   for v in pod["volumes"] if "configMap" in v}
+    assert config_maps == {d["metadata"]["name"] for d in documents(project) if d["kind"] == "ConfigMap"}
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_the_publish_job_is_a_restricted_kueue_job_on_cpu(project: str) -> None:
+    job, objects = one(project, "Job"), rendered()
+    pod = job["spec"]["template"]["spec"]
+    assert restricted_problems(pod) == []
+    queue = objects[("ClusterQueue", "", job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
+    untainted = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]
+                 if not objects[("ResourceFlavor", "", f["name"])]["spec"].get("nodeTaints")]
+    assert "tolerations" not in pod and untainted  # Kueue can admit it only to an untainted (CPU) pool
+    assert job["metadata"]["labels"]["app.kubernetes.io/part-of"] == one(project, "TrainJob")["metadata"]["name"]
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_every_project_lives_in_one_namespace(project: str) -> None:
+    assert {d["metadata"]["namespace"] for d in documents(project)} == \
+        {one(project, "TrainJob")["metadata"]["namespace"]}
