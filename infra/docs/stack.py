@@ -19,12 +19,12 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def _pools(platform: Platform) -> list[str]:
-    rows = [["pool", "GPU", "per node", "nodes", "capacity type", "fabric", "topology", "taints"]]
+    rows = [["pool", "capacity from", "nodes", "capacity type", "fabric", "topology", "taints"]]
     for name, pool in platform.spec.pools.items():
         flavor = platform.flavor(name)
-        nodes = ", ".join(pool.nodes) if pool.nodes else str(pool.node_count)
+        nodes = ", ".join(pool.nodes) if pool.nodes else "-"
         rows.append([
-            name, pool.gpu or "-", str(pool.per_node or "-"), nodes, flavor.capacity_type, pool.fabric,
+            name, flavor.origin, nodes, flavor.capacity_type, pool.fabric,
             " > ".join(flavor.topology_levels.values()) or "-",
             ", ".join(f"{t['key']}:{t['effect']}" for t in flavor.taints) or "-",
         ])

@@ -52,6 +52,8 @@ def summary(platform: Platform, capture: Capture, findings: list[Finding]) -> st
     counts = per_component(capture)
     lines.append(f"Resources: {len(capture.resources)}")
     lines += _table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
+    lines += ["", "Pools (capacity derived from):"]
+    lines += _table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
     lines += ["", "Capacity per flavor (what teams are guaranteed; the rest is the cohort's shared pool):"]
     lines += _table(capacity_rows(platform))
     versions = spec.versions
