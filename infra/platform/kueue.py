@@ -83,11 +83,12 @@ def _resources(covered: Sequence[str], quota: Mapping[str, Decimal],
                borrowing: Mapping[str, Decimal | None], lending: Mapping[str, Decimal | None]) -> list[dict[str, Any]]:
     resources = []
     for resource in covered:
-        entry: dict[str, Any] = {"name": resource, "nominalQuota": format_amount(resource, quota.get(resource, 0))}
+        entry: dict[str, Any] = {"name": resource,
+                                 "nominalQuota": format_amount(resource, quota.get(resource, Decimal(0)))}
         if borrowing.get(resource) is not None:
-            entry["borrowingLimit"] = format_amount(resource, borrowing[resource] or 0)
+            entry["borrowingLimit"] = format_amount(resource, borrowing[resource] or Decimal(0))
         if lending.get(resource) is not None:
-            entry["lendingLimit"] = format_amount(resource, lending[resource] or 0)
+            entry["lendingLimit"] = format_amount(resource, lending[resource] or Decimal(0))
         resources.append(entry)
     return resources
 
@@ -122,7 +123,7 @@ def cohort_spec(platform: Platform) -> dict[str, Any]:
     return {"resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}
 
 
-def top_level_object(name: str, api_version: str, kind: str, meta: dict[str, Any], fields: Mapping[str, Any],
+def top_level_object(name: str, api_version: str, kind: str, meta: Mapping[str, Any], fields: Mapping[str, Any],
                      opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """A custom resource whose content sits at the top level rather than under `spec` (WorkloadPriorityClass:
     `value`, `description`), which pulumi_kubernetes' CustomResource cannot express."""
