@@ -125,9 +125,13 @@ class Queueing(Strict):
     @classmethod
     def _priority_shorthand(cls, value: object) -> object:
         # `priorities: {production: 1000}` is shorthand for `{production: {value: 1000}}`
-        if isinstance(value, dict):
-            return {k: {"value": v} if isinstance(v, int) else v for k, v in value.items()}
-        return value
+        if not isinstance(value, dict):
+            return value
+        for name, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, int | dict):
+                raise ValueError(f"{name}: give the priority as a whole number (production: 1000) or as "
+                                 "{value: 1000, description: ...}")
+        return {k: {"value": v} if isinstance(v, int) else v for k, v in value.items()}
 
     @model_validator(mode="after")
     def _consistent(self) -> Queueing:
