@@ -14,7 +14,7 @@ from infra.offline.schema import CrdIndex, check_custom
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 
-from .conftest import capture_of, kube_objects, raw_platform, run_raw
+from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 CAPACITY_RANK = {"reserved": 0, "on-demand": 1, "spot": 2}
 EKS = {"layer1": "topology.k8s.aws/network-node-layer-1", "layer2": "topology.k8s.aws/network-node-layer-2",
@@ -78,6 +78,15 @@ def test_team_queues_take_reserved_then_on_demand_then_spot() -> None:
     vision = _named(kube_objects(capture, "ClusterQueue"))["vision"]
     assert _queue_flavors(vision) == ["h100", "l40s", "ondemand", "cpu", "spot"]  # declaration order within a type
     assert vision["spec"]["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_orders_its_queues_by_capacity_type(stack: str) -> None:
+    pools = platform_of(stack).spec.pools
+    capture = capture_of(stack)
+    for queue in [*kube_objects(capture, "ClusterQueue"), *kube_objects(capture, "Cohort")]:
+        ranks = [CAPACITY_RANK[pools[name].capacity_type] for name in _queue_flavors(queue)]
+        assert ranks == sorted(ranks), (stack, queue["metadata"]["name"])
 
 
 def test_preemption_and_fair_sharing_weight_per_team() -> None:

@@ -186,6 +186,18 @@ def test_topology_annotation_exactly_where_the_pool_declares_topology() -> None:
     assert topologies[flavors["h200"]["topologyName"]] == [*GKE.values(), "kubernetes.io/hostname"]
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_requests_topology_only_on_variants_of_pools_with_topology(stack: str) -> None:
+    platform = platform_of(stack)
+    with_topology = {name: list(pool.topology_levels().values()) for name, pool in platform.spec.pools.items()
+                     if pool.topology_levels()}
+    for runtime in kube_objects(capture_of(stack), "ClusterTrainingRuntime"):
+        name = runtime["metadata"]["name"]
+        requested = {v for ann in _annotations(runtime).values() for k, v in ann.items() if k in TOPOLOGY_KEYS}
+        pool = next((p for p in with_topology if name.endswith(f"-{p}") and name[: -len(p) - 1] in RUNTIMES), None)
+        assert requested == ({with_topology[pool][-1]} if pool else set()), (stack, name)
+
+
 def test_variants_carry_their_fabric_and_are_pinned_to_their_pool() -> None:
     raw = _mixed_stack()
     raw["trainer"]["fabricEnv"] = {"infiniband": {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}}
