@@ -2,8 +2,10 @@
 
 For each size: seconds, peak memory (RSS of a fresh process) and resource count for Trainyard
 (load + validate + run the program under mocks + render plan.json and manifests), and beside it the
-bare SDK registering the same number of plain resources under the same mocks. Prints the ratios
-t(ours)/t(bare) and t(1000)/t(100). Each measurement runs in its own process.
+bare SDK registering the same number of plain resources under the same mocks, twice: minimal
+ConfigMaps (one value each), and ConfigMaps carrying as many values as Trainyard's resources do on
+average (the SDK's cost grows with every input value it serializes). Prints t(ours)/t(bare) for both and
+t(1000)/t(100). Each measurement runs in its own process.
 
     python benchmarks/render_scale.py [--sizes 10 100 1000]
 """
@@ -40,7 +42,15 @@ def generated_platform(teams: int) -> dict[str, Any]:
     }
 
 
-def worker(kind: str, size: int, resources: int) -> None:
+def _leaves(value: Any) -> int:
+    if isinstance(value, dict):
+        return sum(_leaves(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(_leaves(item) for item in value)
+    return 1
+
+
+def worker(kind: str, size: int, resources: int, leaves: int) -> None:
     """One measurement, in this (fresh) process; prints a JSON line."""
     from infra.offline import engine
     from infra.offline.plan import write
@@ -55,14 +65,17 @@ def worker(kind: str, size: int, resources: int) -> None:
         with tempfile.TemporaryDirectory() as out:
             write(capture, Path(out))
     else:
-        capture = engine.run(f"bare-{size}", {"bench:count": str(resources)}, program_path=BARE)
+        config = {"bench:count": str(resources), "bench:leaves": str(leaves)}
+        capture = engine.run(f"bare-{size}", config, program_path=BARE)
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb, "resources": len(capture.resources)}))
+    average = sum(_leaves(r.inputs) for r in capture.resources) / max(len(capture.resources), 1)
+    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb, "resources": len(capture.resources),
+                      "leaves": round(average)}))
 
 
-def measure(kind: str, size: int, resources: int = 0) -> dict[str, float]:
-    result = subprocess.run([sys.executable, __file__, "--worker", kind, str(size), str(resources)],
+def measure(kind: str, size: int, resources: int = 0, leaves: int = 1) -> dict[str, float]:
+    result = subprocess.run([sys.executable, __file__, "--worker", kind, str(size), str(resources), str(leaves)],
                             capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -70,19 +83,24 @@ def measure(kind: str, size: int, resources: int = 0) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))
+        worker(args.worker[0], *(int(value) for value in args.worker[1:]))
         return
-    print(f"{'teams':>6} {'resources':>9} {'ours s':>8} {'ours MB':>8} {'bare s':>8} {'bare MB':>8} {'ours/bare':>9}")
+    print(f"{'teams':>6} {'resources':>9} {'values/res':>10} {'ours s':>8} {'ours MB':>8} {'bare s':>8} "
+          f"{'bare MB':>8} {'ours/bare':>9} {'bare= s':>8} {'ours/bare=':>10}")
     times: dict[int, float] = {}
     for size in args.sizes:
         ours = measure("ours", size)
-        bare = measure("bare", size, int(ours["resources"]))
+        count = int(ours["resources"])
+        bare = measure("bare", size, count)
+        same = measure("bare", size, count, int(ours["leaves"]))
         times[size] = ours["seconds"]
-        print(f"{size:>6} {int(ours['resources']):>9} {ours['seconds']:>8.2f} {ours['peak_mb']:>8.0f} "
-              f"{bare['seconds']:>8.2f} {bare['peak_mb']:>8.0f} {ours['seconds'] / bare['seconds']:>9.2f}")
+        print(f"{size:>6} {count:>9} {int(ours['leaves']):>10} {ours['seconds']:>8.2f} {ours['peak_mb']:>8.0f} "
+              f"{bare['seconds']:>8.2f} {bare['peak_mb']:>8.0f} {ours['seconds'] / bare['seconds']:>9.2f} "
+              f"{same['seconds']:>8.2f} {ours['seconds'] / same['seconds']:>10.2f}")
+    print("bare: minimal ConfigMaps; bare=: ConfigMaps with as many values per resource as Trainyard's")
     if 100 in times and 1000 in times:
         print(f"t(1000)/t(100) = {times[1000] / times[100]:.2f}")
 

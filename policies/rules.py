@@ -22,8 +22,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from infra.offline.checks import EXACT_VERSION, unpinned_image
 from infra.platform.tenancy import TEAM_LABEL
+from infra.spec.pins import EXACT_VERSION, unpinned_image
 from infra.spec.versions import DEFAULT_JOBSET, Versions, verdicts
 
 from . import stackconfig

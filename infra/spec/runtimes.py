@@ -11,6 +11,7 @@ in two shapes (runtimes/README.md):
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -47,11 +48,17 @@ def available() -> tuple[str, ...]:
     return tuple(sorted(path.stem for path in RUNTIMES_DIR.glob("*.yaml")))
 
 
-def read(name: str) -> dict[str, Any]:
-    document = yaml.safe_load((RUNTIMES_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+@functools.cache
+def _parsed(name: str) -> dict[str, Any]:
+    document = yaml.load((RUNTIMES_DIR / f"{name}.yaml").read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
     if not isinstance(document, dict) or document.get("kind") != "ClusterTrainingRuntime":
         raise ValueError(f"runtimes/{name}.yaml is not a ClusterTrainingRuntime")
     return document
+
+
+def read(name: str) -> dict[str, Any]:
+    """A fresh copy of runtimes/<name>.yaml (parsed once per process)."""
+    return copy.deepcopy(_parsed(name))
 
 
 def replicated_jobs(runtime: Mapping[str, Any]) -> list[dict[str, Any]]:
