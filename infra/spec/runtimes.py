@@ -110,7 +110,7 @@ def _add_tolerations(runtime: dict[str, Any], tolerations: Sequence[Mapping[str,
 
 def render(name: str, tolerations: Sequence[Mapping[str, str]]) -> dict[str, Any]:
     """The generic runtime: the manifest plus tolerations for the pools it may run on."""
-    runtime = copy.deepcopy(read(name))
+    runtime = read(name)
     _add_tolerations(runtime, tolerations)
     return runtime
 
