@@ -22,7 +22,7 @@ def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
     gpu_operator(platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
-    Access("access", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)
     Backup("backup", platform, provider, tenancy.namespaces, backup_credentials())
+    Access("access", platform, provider, tenancy.namespaces)
     Admission("admission", platform, provider)

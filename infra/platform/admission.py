@@ -26,6 +26,7 @@ from infra.spec import Platform
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
 from infra.spec.pools import GPU_RESOURCE
 from infra.spec.runtimes import pod_specs
+from infra.spec.versions import AWS_CLI_IMAGE
 
 from .objects import child_opts, metadata
 from .tenancy import TEAM_LABEL
@@ -197,8 +198,9 @@ def gpu_policy(platform: Platform) -> dict[str, Any]:
 
 def policies(platform: Platform) -> dict[str, dict[str, Any]]:
     """Policy name -> ValidatingAdmissionPolicy spec."""
+    # The runtimes' images, and the platform's own jobs that run in team namespaces (bucket versioning).
     images = [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
-              for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c]
+              for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE]
     return {
         "trainyard-queue-required": queue_policy(platform),
         "trainyard-pod-security": pod_security_policy(),
@@ -207,11 +209,16 @@ def policies(platform: Platform) -> dict[str, dict[str, Any]]:
     }
 
 
-def binding_spec(policy_name: str) -> dict[str, Any]:
+def binding_spec(policy_name: str, exempt: Sequence[str]) -> dict[str, Any]:
+    """Team namespaces, except the restore drill's scratch copies: Velero restores a team's labels into
+    them, and the drill must restore whatever the team had (a TrainJob admitted long ago included)."""
+    selector: list[dict[str, Any]] = [{"key": TEAM_LABEL, "operator": "Exists"}]
+    if exempt:
+        selector.append({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(exempt)})
     return {
         "policyName": policy_name,
         "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
+        "matchResources": {"namespaceSelector": {"matchExpressions": selector}},
     }
 
 
@@ -220,12 +227,13 @@ class Admission(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Admission", name, None, opts)
         specs = policies(platform)
+        drills = list(platform.backup.drill_namespaces.values())
         for policy_name, spec in specs.items():
             policy = admission.ValidatingAdmissionPolicy(
                 f"vap-{policy_name}", metadata=metadata(policy_name),
                 spec=cast(admission.ValidatingAdmissionPolicySpecArgsDict, spec), opts=child_opts(self, provider))
             admission.ValidatingAdmissionPolicyBinding(
                 f"vapb-{policy_name}", metadata=metadata(policy_name),
-                spec=cast(admission.ValidatingAdmissionPolicyBindingSpecArgsDict, binding_spec(policy_name)),
+                spec=cast(admission.ValidatingAdmissionPolicyBindingSpecArgsDict, binding_spec(policy_name, drills)),
                 opts=child_opts(self, provider, depends_on=[policy]))
         self.register_outputs({"policies": sorted(specs)})

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.spec import Platform
-from infra.spec.backup import BackupFacts, backup_of
+from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
 
@@ -199,7 +199,7 @@ class Backup(pulumi.ComponentResource):
                  team_namespaces: Mapping[str, pulumi.Resource], credentials: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Backup", name, None, opts)
-        storage, facts = backup_of(platform.spec, platform.cluster_name)
+        storage, facts = platform.storage, platform.backup
         self.provider = provider
         with_secret = facts.identity is None
         ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={

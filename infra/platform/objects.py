@@ -39,9 +39,8 @@ def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransform
     """CRDs that a chart installs survive `pulumi destroy` and chart removal: deleting a CRD deletes
     every object of that kind (all TrainJobs, all queues)."""
     if args.type_.endswith("apiextensions.k8s.io/v1:CustomResourceDefinition"):
-        return pulumi.ResourceTransformResult(
-            props=args.props, opts=pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
-        )
+        retained = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
+        return pulumi.ResourceTransformResult(props=args.props, opts=retained)
     return None
 
 

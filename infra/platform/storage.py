@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
-from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume, storage_of
+from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE
 
 from .objects import child_opts, metadata
@@ -118,7 +118,7 @@ class Storage(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Storage", name, None, opts)
-        self.facts = facts = storage_of(platform.spec, platform.cluster_name)
+        self.facts = facts = platform.storage
         self.provider = provider
         self.team_namespaces = team_namespaces
         self.rook = platform.spec.storage.rook_ceph

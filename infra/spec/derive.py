@@ -7,19 +7,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
+from typing import Any
 
-from .base import parse_quantity
-from .platform import PlatformSpec
 from . import runtimes
+from .backup import BackupFacts, backup_of
+from .base import parse_quantity
 from .cluster import GpuStack
 from .errors import SpecError
 from .flavors import CPU, MEMORY, Flavor, build_flavor
+from .platform import PlatformSpec
 from .pools import PoolSpec
 from .queueing import QueueingFacts, derive_queueing
+from .storage import StorageFacts
 from .teams import TeamSpec
 from .versions import Verdict, verdicts
 
@@ -49,6 +51,8 @@ class Platform:
     version_verdicts: tuple[Verdict, ...]
     runtimes: tuple[Mapping[str, Any], ...]  # rendered ClusterTrainingRuntimes
     gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
+    storage: StorageFacts  # classes, volumes and buckets of this environment
+    backup: BackupFacts  # Velero location, schedules, drill namespaces
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:
@@ -124,6 +128,7 @@ def _check_pools_fit_cluster(spec: PlatformSpec) -> None:
 
 def derive(spec: PlatformSpec, stack: str) -> Platform:
     _check_pools_fit_cluster(spec)
+    storage, backup = backup_of(spec, spec.cluster.identifier(stack))
     flavors = {name: build_flavor(name, pool, spec.cluster) for name, pool in spec.pools.items()}
     teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
     gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})
@@ -148,6 +153,8 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         version_verdicts=verdicts(spec.versions),
         runtimes=_runtimes(spec, flavors),
         gpu_stack=spec.cluster.gpu_stack(),
+        storage=storage,
+        backup=backup,
     )
 
 

@@ -18,7 +18,6 @@ from .teams import GroupName, TeamSpec
 from .versions import Versions, verdicts
 
 
-
 class Identity(Strict):
     """How identity-provider groups appear in Kubernetes: `groupPrefix` is the API server's
     --oidc-groups-prefix (EKS `groupsPrefix`; empty on GKE and AKS, where groups are emails or object ids).
