@@ -4,10 +4,11 @@ import pulumi
 
 from infra.cluster import build_cluster
 from infra.platform import build_platform
-from infra.spec import load_pulumi, secret_kubeconfig
+from infra.spec import KUBECONFIG_KEY, load_pulumi, secret
+from infra.spec.backup import CREDENTIALS_KEY
 
 platform = load_pulumi()
-cluster = build_cluster(platform, secret_kubeconfig())
-build_platform(platform, cluster)
+cluster = build_cluster(platform, secret(KUBECONFIG_KEY))
+build_platform(platform, cluster, secret(CREDENTIALS_KEY))
 pulumi.export("stack", platform.stack)
 pulumi.export("cluster", platform.cluster_name)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pulumi import Output
+
 from infra.cluster import ClusterHandle
 from infra.spec import Platform
-from infra.spec.backup import backup_credentials
 
 from .admission import Admission
 from .backup import Backup
@@ -16,13 +17,13 @@ from .tenancy import Tenancy
 from .trainer import Trainer
 
 
-def build_platform(platform: Platform, cluster: ClusterHandle) -> None:
+def build_platform(platform: Platform, cluster: ClusterHandle, backup_credentials: Output[str] | None) -> None:
     provider = cluster.provider
     tenancy = Tenancy("tenancy", platform, provider)
     gpu_operator(platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)
-    Backup("backup", platform, provider, tenancy.namespaces, backup_credentials())
+    Backup("backup", platform, provider, tenancy.namespaces, backup_credentials)
     Access("access", platform, provider, tenancy.namespaces)
     Admission("admission", platform, provider)

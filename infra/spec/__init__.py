@@ -3,9 +3,9 @@
 from .derive import Flavor, Platform, TeamFacts
 from .errors import SpecError
 from .findings import Finding
-from .load import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT, load_file, load_pulumi, secret_kubeconfig, stack_path, validate
+from .load import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT, load_file, load_pulumi, secret, stack_path, validate
 
 __all__ = [
     "KUBECONFIG_KEY", "PLATFORM_KEY", "PROJECT", "Finding", "Flavor", "Platform", "SpecError", "TeamFacts",
-    "load_file", "load_pulumi", "secret_kubeconfig", "stack_path", "validate",
+    "load_file", "load_pulumi", "secret", "stack_path", "validate",
 ]

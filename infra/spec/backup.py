@@ -156,11 +156,3 @@ def backup_of(spec: Any, cluster_name: str) -> tuple[StorageFacts, BackupFacts]:
     storage = storage_of(spec, cluster_name)
     teams = {name: tuple(spec.namespaces(name)) for name in spec.teams}
     return storage, derive_backup(spec.backup, storage, cluster_name, teams)
-
-
-def backup_credentials() -> Any:
-    """The provider's credentials file from its own secret config key (trainyard:backupCredentials), as
-    a secret Output; None when unset (workload identity, or set it with `pulumi config set --secret`)."""
-    import pulumi
-
-    return pulumi.Config(CREDENTIALS_KEY.split(":")[0]).get_secret(CREDENTIALS_KEY.split(":")[1])

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
+from .backup import CREDENTIALS_KEY
 from .derive import Platform, derive
 from .errors import SpecError, from_validation_error
 from .platform import PlatformSpec
@@ -20,7 +21,7 @@ PROJECT = "trainyard"
 PLATFORM_KEY = f"{PROJECT}:platform"
 KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
 # Keys that hold credentials: each in its own key, always encrypted, never inside trainyard:platform.
-SECRET_KEYS = (KUBECONFIG_KEY, f"{PROJECT}:backupCredentials")
+SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY)
 _PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
 
 
@@ -98,9 +99,12 @@ def load_pulumi() -> Platform:
     return validate(config.require_object("platform"), pulumi.get_stack())
 
 
-def secret_kubeconfig() -> pulumi.Output[str] | None:
-    """The kubeconfig, from its own secret key (never from the structured object, which Pulumi would
-    hand back in plaintext). None when unset: the provider then uses the ambient kubeconfig."""
+def secret(key: str) -> pulumi.Output[str] | None:
+    """One of SECRET_KEYS, read as a secret (never from the structured object, which Pulumi would hand
+    back in plaintext). None when unset: the kubeconfig then comes from the environment, backup
+    credentials from workload identity."""
     import pulumi
 
-    return pulumi.Config(PROJECT).get_secret("kubeconfig")
+    if key not in SECRET_KEYS:
+        raise ValueError(f"{key} is not one of Trainyard's secret keys {SECRET_KEYS}")
+    return pulumi.Config(PROJECT).get_secret(key.split(":", 1)[1])
