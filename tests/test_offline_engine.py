@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import filecmp
+import importlib
+import inspect
 from pathlib import Path
 
 import pulumi
 import pytest
 
 from infra.offline import engine
-from infra.offline.plan import render_plan_json, write
+from infra.offline.plan import objects, render_plan_json, write
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 
@@ -122,3 +124,47 @@ def test_plan_json_is_sorted_and_complete() -> None:
     assert '"stack": "onprem-lab"' in text and '"retainOnDelete": true' in text
     config = read_stack_config(stack_file("onprem-lab"))
     assert config[PLATFORM_KEY]["cluster"]["existing"]["context"] in text
+
+
+def test_outputs_echo_the_inputs_for_objects_and_add_computed_ones(tmp_path: Path) -> None:
+    """The engine answers registrations itself (outputs = inputs, no decode/encode round trip); what a program
+    reads back must still be exactly what it declared, and types with computed outputs still get them."""
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import pulumi\n"
+        "import pulumi_kubernetes as k8s\n"
+        "provider = k8s.Provider('k', context='c')\n"
+        "opts = pulumi.ResourceOptions(provider=provider)\n"
+        "cm = k8s.core.v1.ConfigMap('cm', metadata={'name': 'cm', 'labels': {'a': 'b'}},\n"
+        "                           data={'k': 'v', 'nested': '{\"x\": [1, 2]}'}, opts=opts)\n"
+        "raw = pulumi.CustomResource('kubernetes:core/v1:ConfigMap', 'raw',\n"
+        "                            {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'raw'},\n"
+        "                             'data': {'n': '1'}}, opts)\n"
+        "chart = k8s.helm.v4.Chart('c', chart='oci://example.invalid/c', version='1.0.0', opts=opts)\n"
+        "pulumi.export('data', cm.data)\n"
+        "pulumi.export('labels', cm.metadata.labels)\n"
+        "pulumi.export('id', raw.id)\n"
+        "pulumi.export('chart', chart.resources)\n"
+    )
+    capture = engine.run("echo", {}, program_path=program)
+    assert capture.outputs == {"data": {"k": "v", "nested": '{"x": [1, 2]}'}, "labels": {"a": "b"},
+                               "id": "raw-id", "chart": []}
+
+
+def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:
+    """kube_object registers built-in kinds under the type of pulumi-kubernetes' own class (so the provider,
+    policies and existing state treat them alike), and custom resources as its CustomResource does."""
+    checked = 0
+    for stack in ("onprem-lab", "aws-prod"):
+        for record, obj in objects(capture_of(stack)):
+            if record.type.endswith("Patch"):
+                continue
+            group, _, version = obj["apiVersion"].rpartition("/")
+            try:
+                module = importlib.import_module(f"pulumi_kubernetes.{group.split('.')[0] or 'core'}.{version}")
+            except ModuleNotFoundError:
+                assert record.type == f"kubernetes:{obj['apiVersion']}:{obj['kind']}", record.ref()
+                continue
+            assert f"'{record.type}'" in inspect.getsource(getattr(module, obj["kind"])), record.ref()
+            checked += 1
+    assert checked > 50

@@ -19,11 +19,12 @@ import pulumi
 from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings
+from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 
 from infra.spec import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT
 
-from .fakes import OfflineMocks
+from .fakes import OfflineMocks, echoes_inputs, fake_id
 
 PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -89,26 +90,32 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         urn = self.make_urn(request.parent, request.type, request.name)
-        if request.type != "pulumi:pulumi:Stack":
-            record = Registration(
-                type=request.type,
-                name=request.name,
-                urn=urn,
-                parent=_urn_ref(request.parent),
-                custom=bool(request.custom),
-                remote=bool(request.remote),
-                inputs=_plain(json_format.MessageToDict(request.object)),
-                depends_on=tuple(sorted(_urn_ref(dep) for dep in request.dependencies)),
-                protect=request.HasField("protect") and request.protect,
-                retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
-                provider=_urn_ref(request.provider),
-            )
-            with self._lock:
-                if urn in self._seen:
-                    self.duplicates.append(urn)
-                self._seen.add(urn)
-                self.records.append(record)
-        return super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return super().RegisterResource(request)
+        record = Registration(
+            type=request.type,
+            name=request.name,
+            urn=urn,
+            parent=_urn_ref(request.parent),
+            custom=bool(request.custom),
+            remote=bool(request.remote),
+            inputs=_plain(json_format.MessageToDict(request.object)),
+            depends_on=tuple(sorted(_urn_ref(dep) for dep in request.dependencies)),
+            protect=request.HasField("protect") and request.protect,
+            retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
+            provider=_urn_ref(request.provider),
+        )
+        with self._lock:
+            if urn in self._seen:
+                self.duplicates.append(urn)
+            self._seen.add(urn)
+            self.records.append(record)
+        if not echoes_inputs(request.type):
+            return super().RegisterResource(request)
+        # Outputs = inputs, as OfflineMocks would answer: reply with the request's own encoded properties
+        # instead of decoding them for Mocks.new_resource and encoding its answer again.
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, fake_id(request.name), record.inputs)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=fake_id(request.name), object=request.object)
 
     def SupportsFeature(self, request: Any) -> Any:
         if request.id == "resourceReferences":

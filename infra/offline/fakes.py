@@ -37,13 +37,22 @@ CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+def fake_id(name: str) -> str:
+    return f"{name}-id"
+
+
+def echoes_inputs(type_: str) -> bool:
+    """Whether a resource's outputs are exactly its inputs (no computed outputs to add)."""
+    return type_ not in OUTPUTS
+
+
 class OfflineMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         outputs = dict(args.inputs)
         extra = OUTPUTS.get(args.typ)
         if extra:
             outputs.update(extra(args.inputs))
-        return f"{args.name}-id", outputs
+        return fake_id(args.name), outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         answer = CALLS.get(args.token)

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi_kubernetes.admissionregistration import v1 as admission
 
 from infra.spec import Platform
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
@@ -28,10 +27,11 @@ from infra.spec.pools import GPU_RESOURCE
 from infra.spec.runtimes import pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
 
-from .objects import child_opts, metadata
+from .objects import child_opts, kube_object, metadata
 from .tenancy import TEAM_LABEL
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+API = "admissionregistration.k8s.io/v1"
 MIG_PREFIX = "nvidia.com/mig-"  # MIG "mixed" strategy resources (nvidia.com/mig-1g.10gb, ...)
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 
@@ -229,11 +229,8 @@ class Admission(pulumi.ComponentResource):
         specs = policies(platform)
         drills = list(platform.backup.drill_namespaces.values())
         for policy_name, spec in specs.items():
-            policy = admission.ValidatingAdmissionPolicy(
-                f"vap-{policy_name}", metadata=metadata(policy_name),
-                spec=cast(admission.ValidatingAdmissionPolicySpecArgsDict, spec), opts=child_opts(self, provider))
-            admission.ValidatingAdmissionPolicyBinding(
-                f"vapb-{policy_name}", metadata=metadata(policy_name),
-                spec=cast(admission.ValidatingAdmissionPolicyBindingSpecArgsDict, binding_spec(policy_name, drills)),
-                opts=child_opts(self, provider, depends_on=[policy]))
+            policy = kube_object(f"vap-{policy_name}", API, "ValidatingAdmissionPolicy", metadata(policy_name),
+                                 child_opts(self, provider), spec=spec)
+            kube_object(f"vapb-{policy_name}", API, "ValidatingAdmissionPolicyBinding", metadata(policy_name),
+                        child_opts(self, provider, depends_on=[policy]), spec=binding_spec(policy_name, drills))
         self.register_outputs({"policies": sorted(specs)})

@@ -16,7 +16,7 @@ from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
 
-from .objects import child_opts, custom_object, helm_chart, metadata, namespace
+from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
 from .storage import JOB_RESOURCES, RESTRICTED
 
 API = "velero.io/v1"
@@ -206,52 +206,51 @@ class Backup(pulumi.ComponentResource):
             "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
         in_ns = child_opts(self, provider, depends_on=[ns])
         if with_secret and credentials is not None:
+            # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
             k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),
                                string_data={"cloud": pulumi.Output.secret(credentials)}, opts=in_ns)
         chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret), in_ns)
         after_chart = child_opts(self, provider, depends_on=[chart])
-        custom_object("location", API, "BackupStorageLocation", metadata(LOCATION, NAMESPACE),
-                      location_spec(facts, with_secret), after_chart)
-        k8s.core.v1.ConfigMap("volume-policy", metadata=metadata(VOLUME_POLICY, NAMESPACE),
-                              data={"policy.yaml": yaml.safe_dump(volume_policy(storage), sort_keys=False)},
-                              opts=in_ns)
+        kube_object("location", API, "BackupStorageLocation", metadata(LOCATION, NAMESPACE), after_chart,
+                    spec=location_spec(facts, with_secret))
+        kube_object("volume-policy", "v1", "ConfigMap", metadata(VOLUME_POLICY, NAMESPACE), in_ns,
+                    data={"policy.yaml": yaml.safe_dump(volume_policy(storage), sort_keys=False)})
         for schedule in facts.schedules:
-            custom_object(f"schedule-{schedule.tier}", API, "Schedule", metadata(schedule.tier, NAMESPACE),
-                          schedule_spec(schedule), after_chart)
+            kube_object(f"schedule-{schedule.tier}", API, "Schedule", metadata(schedule.tier, NAMESPACE),
+                        after_chart, spec=schedule_spec(schedule))
         for team in platform.teams:
             for team_ns in team.namespaces:
-                k8s.core.v1.ConfigMap(f"{team_ns}-backup-marker", metadata=metadata(MARKER, team_ns),
-                                      data={"namespace": team_ns, "team": team.name},
-                                      opts=child_opts(self, provider, depends_on=[team_namespaces[team_ns]]))
+                kube_object(f"{team_ns}-backup-marker", "v1", "ConfigMap", metadata(MARKER, team_ns),
+                            child_opts(self, provider, depends_on=[team_namespaces[team_ns]]),
+                            data={"namespace": team_ns, "team": team.name})
         self._drill(platform, facts, in_ns)
         self._janitor(platform, team_namespaces, in_ns)
         self.register_outputs({"velero": VELERO_IMAGE, "bucket": facts.bucket,
                                "schedules": [s.tier for s in facts.schedules]})
 
-    def _account(self, name: str, opts: pulumi.ResourceOptions) -> k8s.core.v1.ServiceAccount:
-        return k8s.core.v1.ServiceAccount(f"sa-{name}", metadata=metadata(name, NAMESPACE), opts=opts)
+    def _account(self, name: str, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        return kube_object(f"sa-{name}", "v1", "ServiceAccount", metadata(name, NAMESPACE), opts)
 
     def _drill(self, platform: Platform, facts: BackupFacts, in_ns: pulumi.ResourceOptions) -> None:
         """Exactly what the drill needs: create/get/delete Restores in velero; get and delete its own
         drill namespaces; read the marker ConfigMap."""
         account = self._account(DRILL, in_ns)
         subject = [{"kind": "ServiceAccount", "name": DRILL, "namespace": NAMESPACE}]
-        role = k8s.rbac.v1.Role("drill-role", metadata=metadata(DRILL, NAMESPACE),
-                                rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"])], opts=in_ns)
-        k8s.rbac.v1.RoleBinding("drill-binding", metadata=metadata(DRILL, NAMESPACE), subjects=subject,
-                                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRILL},
-                                opts=child_opts(self, self.provider, depends_on=[role, account]))
-        cluster_role = k8s.rbac.v1.ClusterRole("drill-cluster-role", metadata=metadata(f"trainyard-{DRILL}"), rules=[
+        role = kube_object("drill-role", RBAC_API, "Role", metadata(DRILL, NAMESPACE), in_ns,
+                           rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"])])
+        kube_object("drill-binding", RBAC_API, "RoleBinding", metadata(DRILL, NAMESPACE),
+                    child_opts(self, self.provider, depends_on=[role, account]), subjects=subject,
+                    roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": DRILL})
+        cluster_role = kube_object("drill-cluster-role", RBAC_API, "ClusterRole", metadata(f"trainyard-{DRILL}"),
+                                   child_opts(self, self.provider), rules=[
             rule([""], ["namespaces"], ["get", "delete"], sorted(facts.drill_namespaces.values())),
             rule([""], ["configmaps"], ["get"], [MARKER]),
-        ], opts=child_opts(self, self.provider))
-        k8s.rbac.v1.ClusterRoleBinding(
-            "drill-cluster-binding", metadata=metadata(f"trainyard-{DRILL}"), subjects=subject,
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"trainyard-{DRILL}"},
-            opts=child_opts(self, self.provider, depends_on=[cluster_role, account]))
-        k8s.core.v1.ConfigMap("drill-scratch-volumes", metadata=metadata(SCRATCH_MODIFIER, NAMESPACE),
-                              data={"modifiers.yaml": yaml.safe_dump(scratch_modifier(), sort_keys=False)},
-                              opts=in_ns)
+        ])
+        kube_object("drill-cluster-binding", RBAC_API, "ClusterRoleBinding", metadata(f"trainyard-{DRILL}"),
+                    child_opts(self, self.provider, depends_on=[cluster_role, account]), subjects=subject,
+                    roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": f"trainyard-{DRILL}"})
+        kube_object("drill-scratch-volumes", "v1", "ConfigMap", metadata(SCRATCH_MODIFIER, NAMESPACE), in_ns,
+                    data={"modifiers.yaml": yaml.safe_dump(scratch_modifier(), sort_keys=False)})
         drill = platform.spec.backup.drill
         env = {
             "RESTORE": json.dumps(drill_restore(facts), sort_keys=True),
@@ -259,27 +258,26 @@ class Backup(pulumi.ComponentResource):
             "MARKER": MARKER,
             "TIMEOUT_SECONDS": str(drill.timeout_minutes * 60),
         }
-        k8s.batch.v1.CronJob("drill", metadata=metadata(DRILL, NAMESPACE),
-                             spec=cron_job(drill.schedule, DRILL, DRILL_SCRIPT, env, (drill.timeout_minutes + 15) * 60,
-                                           retries=0),
-                             opts=child_opts(self, self.provider, depends_on=[account, role]))
+        kube_object("drill", "batch/v1", "CronJob", metadata(DRILL, NAMESPACE),
+                    child_opts(self, self.provider, depends_on=[account, role]),
+                    spec=cron_job(drill.schedule, DRILL, DRILL_SCRIPT, env, (drill.timeout_minutes + 15) * 60,
+                                  retries=0))
 
     def _janitor(self, platform: Platform, team_namespaces: Mapping[str, pulumi.Resource],
                  in_ns: pulumi.ResourceOptions) -> None:
         """Deletes finished TrainJobs after the stack's TTL (their JobSets and pods go with them): Trainer
         2.2 TrainJobs have no TTL of their own."""
         account = self._account(JANITOR, in_ns)
-        role = k8s.rbac.v1.ClusterRole("janitor-role", metadata=metadata(JANITOR), rules=[
-            rule(["trainer.kubeflow.org"], ["trainjobs"], ["list", "delete"])], opts=child_opts(self, self.provider))
+        role = kube_object("janitor-role", RBAC_API, "ClusterRole", metadata(JANITOR), child_opts(self, self.provider),
+                           rules=[rule(["trainer.kubeflow.org"], ["trainjobs"], ["list", "delete"])])
         for team_ns, ns_resource in sorted(team_namespaces.items()):
-            k8s.rbac.v1.RoleBinding(
-                f"{team_ns}-janitor", metadata=metadata(JANITOR, team_ns),
-                subjects=[{"kind": "ServiceAccount", "name": JANITOR, "namespace": NAMESPACE}],
-                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": JANITOR},
-                opts=child_opts(self, self.provider, depends_on=[role, account, ns_resource]))
+            kube_object(f"{team_ns}-janitor", RBAC_API, "RoleBinding", metadata(JANITOR, team_ns),
+                        child_opts(self, self.provider, depends_on=[role, account, ns_resource]),
+                        subjects=[{"kind": "ServiceAccount", "name": JANITOR, "namespace": NAMESPACE}],
+                        roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": JANITOR})
         cleanup = platform.spec.storage.cleanup
         env = {"NAMESPACES": " ".join(sorted(team_namespaces)),
                "TTL_HOURS": cleanup.finished_train_jobs.removesuffix("h"), "FINISHED": FINISHED}
-        k8s.batch.v1.CronJob("janitor", metadata=metadata(JANITOR, NAMESPACE),
-                             spec=cron_job(cleanup.schedule, JANITOR, JANITOR_SCRIPT, env, 1800, retries=2),
-                             opts=child_opts(self, self.provider, depends_on=[account]))
+        kube_object("janitor", "batch/v1", "CronJob", metadata(JANITOR, NAMESPACE),
+                    child_opts(self, self.provider, depends_on=[account]),
+                    spec=cron_job(cleanup.schedule, JANITOR, JANITOR_SCRIPT, env, 1800, retries=2))

@@ -22,7 +22,7 @@ from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
 from infra.spec.versions import GPU_OPERATOR_CHART
 
-from .objects import child_opts, helm_chart, metadata, namespace
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
@@ -123,15 +123,15 @@ class GpuOperator(pulumi.ComponentResource):
                                                 device_plugin_configs(platform)),
                                                ("mig-configs", MIG_CONFIGMAP, mig_configs(platform))):
             if data:
-                ready.append(k8s.core.v1.ConfigMap(resource_name, metadata=metadata(configmap, NAMESPACE), data=data,
-                                                   opts=child_opts(self, provider, depends_on=[ns])))
+                ready.append(kube_object(resource_name, "v1", "ConfigMap", metadata(configmap, NAMESPACE),
+                                         child_opts(self, provider, depends_on=[ns]), data=data))
         if platform.spec.cluster.gke is not None:
-            critical: k8s.core.v1.ResourceQuotaSpecArgsDict = {
+            critical = {
                 "hard": {"pods": "100"},
-                "scope_selector": {"match_expressions": [
-                    {"operator": "In", "scope_name": "PriorityClass", "values": CRITICAL_PRIORITY_CLASSES}]}}
-            ready.append(k8s.core.v1.ResourceQuota("critical-pods", metadata=metadata("gpu-operator-quota", NAMESPACE),
-                                                   spec=critical, opts=child_opts(self, provider, depends_on=[ns])))
+                "scopeSelector": {"matchExpressions": [
+                    {"operator": "In", "scopeName": "PriorityClass", "values": CRITICAL_PRIORITY_CLASSES}]}}
+            ready.append(kube_object("critical-pods", "v1", "ResourceQuota", metadata("gpu-operator-quota", NAMESPACE),
+                                     child_opts(self, provider, depends_on=[ns]), spec=critical))
         self.chart = helm_chart("gpu-operator", GPU_OPERATOR_CHART, NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=ready))
         self.register_outputs({"version": GPU_OPERATOR_CHART.version, "driver": platform.gpu_stack.driver,

@@ -16,7 +16,7 @@ from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
 
-from .objects import child_opts, custom_object, helm_chart, metadata, namespace
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
@@ -123,14 +123,6 @@ def cohort_spec(platform: Platform) -> dict[str, Any]:
     return {"resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}
 
 
-def top_level_object(name: str, api_version: str, kind: str, meta: Mapping[str, Any], fields: Mapping[str, Any],
-                     opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    """A custom resource whose content sits at the top level rather than under `spec` (WorkloadPriorityClass:
-    `value`, `description`), which pulumi_kubernetes' CustomResource cannot express."""
-    props = {"apiVersion": api_version, "kind": kind, "metadata": meta, **fields}
-    return pulumi.CustomResource(f"kubernetes:{api_version}:{kind}", name, props, opts)
-
-
 class Kueue(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -144,22 +136,22 @@ class Kueue(pulumi.ComponentResource):
         for priority_name, priority in facts.priorities.items():
             fields = {"value": priority.value, **({"description": priority.description} if priority.description
                                                   else {})}
-            top_level_object(f"priority-{priority_name}", API, "WorkloadPriorityClass", metadata(priority_name),
-                             fields, after_chart)
+            kube_object(f"priority-{priority_name}", API, "WorkloadPriorityClass", metadata(priority_name),
+                        after_chart, **fields)
         for topology in facts.topologies:
-            custom_object(f"topology-{topology.name}", API, "Topology", metadata(topology.name),
-                          {"levels": [{"nodeLabel": label} for label in topology.levels]}, after_chart)
+            kube_object(f"topology-{topology.name}", API, "Topology", metadata(topology.name), after_chart,
+                        spec={"levels": [{"nodeLabel": label} for label in topology.levels]})
         for flavor in platform.flavors:
-            custom_object(f"flavor-{flavor.name}", API, "ResourceFlavor", metadata(flavor.name),
-                          flavor_spec(flavor), after_chart)
+            kube_object(f"flavor-{flavor.name}", API, "ResourceFlavor", metadata(flavor.name), after_chart,
+                        spec=flavor_spec(flavor))
         cohort = platform.spec.queueing.cohort
-        custom_object(f"cohort-{cohort}", API, "Cohort", metadata(cohort), cohort_spec(platform), after_chart)
+        kube_object(f"cohort-{cohort}", API, "Cohort", metadata(cohort), after_chart, spec=cohort_spec(platform))
         for team in platform.teams:
-            custom_object(f"cq-{team.name}", API, "ClusterQueue", metadata(team.queue),
-                          cluster_queue_spec(platform, team, facts.queue(team.name)), after_chart)
+            kube_object(f"cq-{team.name}", API, "ClusterQueue", metadata(team.queue), after_chart,
+                        spec=cluster_queue_spec(platform, team, facts.queue(team.name)))
             for team_ns in team.namespaces:
-                custom_object(f"lq-{team_ns}", API, "LocalQueue", metadata(team.queue, team_ns),
-                              {"clusterQueue": team.queue},
-                              child_opts(self, provider, depends_on=[self.chart, team_namespaces[team_ns]]))
+                kube_object(f"lq-{team_ns}", API, "LocalQueue", metadata(team.queue, team_ns),
+                            child_opts(self, provider, depends_on=[self.chart, team_namespaces[team_ns]]),
+                            spec={"clusterQueue": team.queue})
         self.register_outputs({"chartVersion": platform.spec.versions.kueue, "clusterQueues": len(platform.teams),
                                "priorities": sorted(facts.priorities)})

@@ -11,6 +11,9 @@ import pulumi_kubernetes as k8s
 from infra.spec.versions import Chart
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC_API = f"{RBAC_GROUP}/v1"
+NETWORKING_API = "networking.k8s.io/v1"
 
 
 def child_opts(parent: pulumi.Resource, provider: pulumi.ProviderResource,
@@ -29,10 +32,22 @@ def metadata(name: str, namespace: str | None = None, labels: Mapping[str, str] 
     return meta
 
 
-def custom_object(name: str, api_version: str, kind: str, meta: k8s.meta.v1.ObjectMetaArgsDict, spec: Any,
-                  opts: pulumi.ResourceOptions) -> k8s.apiextensions.CustomResource:
-    return k8s.apiextensions.CustomResource(name, api_version=api_version, kind=kind, metadata=meta, spec=spec,
-                                            opts=opts)
+def type_token(api_version: str, kind: str) -> str:
+    """The type pulumi-kubernetes registers a kind under; core-group versions are spelled `core/v1`."""
+    group_version = api_version if "/" in api_version else f"core/{api_version}"
+    return f"kubernetes:{group_version}:{kind}"
+
+
+def kube_object(resource_name: str, api_version: str, kind: str, meta: k8s.meta.v1.ObjectMetaArgsDict,
+                opts: pulumi.ResourceOptions, **fields: Any) -> pulumi.CustomResource:
+    """One Kubernetes object with its top-level fields spelled as the API spells them (camelCase), as in
+    manifests/. It is registered under the same type as pulumi-kubernetes' class for the kind, so the
+    provider, policy packs and state see the same resource. The generated classes are not used: they
+    translate every nested field name and attach aliases to long-removed API versions (extensions/v1beta1,
+    rbac v1alpha1/v1beta1) that the SDK resolves for every object: together about a third of the time of a
+    100-team plan (benchmarks/render_scale.py)."""
+    props = {"apiVersion": api_version, "kind": kind, "metadata": meta, **fields}
+    return pulumi.CustomResource(type_token(api_version, kind), resource_name, props, opts)
 
 
 def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
@@ -60,5 +75,5 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
 
 
 def namespace(name: str, resource_name: str, opts: pulumi.ResourceOptions,
-              labels: Mapping[str, str] | None = None) -> k8s.core.v1.Namespace:
-    return k8s.core.v1.Namespace(resource_name, metadata=metadata(name, labels=labels), opts=opts)
+              labels: Mapping[str, str] | None = None) -> pulumi.CustomResource:
+    return kube_object(resource_name, "v1", "Namespace", metadata(name, labels=labels), opts)

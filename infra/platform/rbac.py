@@ -15,19 +15,18 @@ ClusterTrainingRuntimes (what the SDK lists; upstream leaves that binding to the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
 
-from .objects import child_opts, metadata
+from .objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from .tenancy import CI_SERVICE_ACCOUNT, TEAM_LABEL
 
 PERSONA_LABEL = "trainyard.io/persona"
 PLATFORM_ADMIN, ML_ENGINEER, ANALYST, CI = "platform-admin", "ml-engineer", "analyst", "ci"
-RBAC_GROUP = "rbac.authorization.k8s.io"
 
 # Kueue's chart names its aggregated roles after the Helm release, which is the Kueue component's chart
 # resource name ("kueue"; kubernetes-sigs/kueue charts/kueue/templates/rbac/batch_{user,admin}_role.yaml).
@@ -149,19 +148,19 @@ class Access(pulumi.ComponentResource):
 
     def _role(self, resource_name: str, name: str, labels: Mapping[str, str],
               rules: list[dict[str, Any]]) -> None:
-        meta: Any = metadata(name, labels=labels)
-        k8s.rbac.v1.ClusterRole(resource_name, metadata=meta, rules=cast(Any, rules),
-                                opts=child_opts(self, self._k8s))
+        kube_object(resource_name, RBAC_API, "ClusterRole", metadata(name, labels=labels), child_opts(self, self._k8s),
+                    rules=rules)
 
     def _binding(self, name: str, persona: str, role: str, subjects: list[dict[str, str]],
                  labels: Mapping[str, str], ns: str | None = None,
                  namespace: pulumi.Resource | None = None) -> None:
         """A RoleBinding in `ns` once its namespace exists, or a ClusterRoleBinding without `ns`."""
-        meta: Any = metadata(name, ns, {**labels, PERSONA_LABEL: persona})
-        ref: Any = {"kind": "ClusterRole", "apiGroup": RBAC_GROUP, "name": role}
+        meta = metadata(name, ns, {**labels, PERSONA_LABEL: persona})
+        ref = {"kind": "ClusterRole", "apiGroup": RBAC_GROUP, "name": role}
         if ns is None:
-            k8s.rbac.v1.ClusterRoleBinding(f"crb-{name}", metadata=meta, role_ref=ref,
-                                           subjects=cast(Any, subjects), opts=child_opts(self, self._k8s))
+            kube_object(f"crb-{name}", RBAC_API, "ClusterRoleBinding", meta, child_opts(self, self._k8s),
+                        roleRef=ref, subjects=subjects)
             return
-        k8s.rbac.v1.RoleBinding(f"rb-{ns}-{name}", metadata=meta, role_ref=ref, subjects=cast(Any, subjects),
-                                opts=child_opts(self, self._k8s, depends_on=[namespace] if namespace else []))
+        kube_object(f"rb-{ns}-{name}", RBAC_API, "RoleBinding", meta,
+                    child_opts(self, self._k8s, depends_on=[namespace] if namespace else []),
+                    roleRef=ref, subjects=subjects)

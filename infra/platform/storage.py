@@ -4,7 +4,7 @@ checkpoint volumes, and versioned object storage buckets (S3, GCS, Azure Blob, o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -13,12 +13,13 @@ from infra.spec import Platform
 from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE
 
-from .objects import child_opts, metadata
+from .objects import NETWORKING_API, child_opts, kube_object, metadata
 
 VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
 BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on
 OBC_API = "objectbucket.io/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
+STORAGE_API = "storage.k8s.io/v1"
 # Pods of a restricted namespace (team namespaces enforce PSA `restricted`).
 RESTRICTED = {
     "runAsNonRoot": True, "runAsUser": 65534, "allowPrivilegeEscalation": False,
@@ -28,15 +29,17 @@ JOB_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu
 
 
 def storage_class(klass: Klass, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """StorageClass arguments (the constructor's snake_case names)."""
-    return {
+    """A StorageClass's top-level fields."""
+    fields = {
         "provisioner": klass.provisioner,
         "parameters": dict(parameters),
-        "reclaim_policy": klass.reclaim,
-        "volume_binding_mode": klass.binding,
-        "allow_volume_expansion": klass.expandable,
-        "mount_options": list(klass.mount_options) or None,
+        "reclaimPolicy": klass.reclaim,
+        "volumeBindingMode": klass.binding,
+        "allowVolumeExpansion": klass.expandable,
     }
+    if klass.mount_options:
+        fields["mountOptions"] = list(klass.mount_options)
+    return fields
 
 
 def snapshot_class_objects(facts: StorageFacts) -> list[dict[str, Any]]:
@@ -127,9 +130,8 @@ class Storage(pulumi.ComponentResource):
         classes = {}
         for klass in facts.classes:
             parameters = {**klass.parameters, **extra_parameters.get(klass.provisioner, {})}
-            classes[klass.name] = k8s.storage.v1.StorageClass(
-                f"sc-{klass.name}", metadata=metadata(klass.name), **storage_class(klass, parameters),
-                opts=child_opts(self, provider))
+            classes[klass.name] = kube_object(f"sc-{klass.name}", STORAGE_API, "StorageClass", metadata(klass.name),
+                                              child_opts(self, provider), **storage_class(klass, parameters))
         if facts.snapshot_classes:
             # The snapshot.storage.k8s.io CRDs are not in the CRD set `validate` reads, so the classes
             # go through a ConfigGroup (see snapshot_class_objects for their content).
@@ -146,31 +148,31 @@ class Storage(pulumi.ComponentResource):
         labels = {VOLUME_LABEL: volume.name, "trainyard.io/team": volume.team}
         depends: list[pulumi.Resource] = [klass_resource, self.team_namespaces[volume.namespace]]
         if volume.bucket:
-            pv = k8s.core.v1.PersistentVolume(
-                f"pv-{static_volume_name(volume)}", metadata=metadata(static_volume_name(volume), labels=labels),
-                spec=cast(Any, {
+            pv = kube_object(
+                f"pv-{static_volume_name(volume)}", "v1", "PersistentVolume",
+                metadata(static_volume_name(volume), labels=labels),
+                child_opts(self, self.provider, depends_on=[klass_resource], retain_on_delete=True),
+                spec={
                     "accessModes": ["ReadWriteMany"], "capacity": {"storage": volume.size},
                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": klass.name,
                     "mountOptions": list(klass.mount_options),
                     "csi": {"driver": klass.provisioner, "volumeHandle": volume.bucket},
                     "claimRef": {"namespace": volume.namespace, "name": volume.name},
-                }),
-                opts=child_opts(self, self.provider, depends_on=[klass_resource], retain_on_delete=True))
+                })
             depends.append(pv)
-        k8s.core.v1.PersistentVolumeClaim(
-            f"pvc-{volume.namespace}-{volume.name}", metadata=metadata(volume.name, volume.namespace, labels),
-            spec=claim_spec(volume, klass),
-            opts=child_opts(self, self.provider, depends_on=depends, retain_on_delete=True))
+        kube_object(f"pvc-{volume.namespace}-{volume.name}", "v1", "PersistentVolumeClaim",
+                    metadata(volume.name, volume.namespace, labels),
+                    child_opts(self, self.provider, depends_on=depends, retain_on_delete=True),
+                    spec=claim_spec(volume, klass))
 
     def _ceph_buckets(self, facts: StorageFacts) -> None:
         rook = self.rook.namespace
         assert facts.bucket_class is not None
         ceph = self.provider
-        bucket_class = k8s.storage.v1.StorageClass(
-            "sc-object-buckets", metadata=metadata(facts.bucket_class),
-            provisioner=f"{rook}.ceph.rook.io/bucket", reclaim_policy="Retain",
-            parameters={"objectStoreName": self.rook.object_store, "objectStoreNamespace": rook},
-            opts=child_opts(self, ceph))
+        bucket_class = kube_object(
+            "sc-object-buckets", STORAGE_API, "StorageClass", metadata(facts.bucket_class), child_opts(self, ceph),
+            provisioner=f"{rook}.ceph.rook.io/bucket", reclaimPolicy="Retain",
+            parameters={"objectStoreName": self.rook.object_store, "objectStoreNamespace": rook})
         for bucket in facts.buckets:
             namespace = bucket.namespace if bucket.team else rook
             depends: list[pulumi.Resource] = [bucket_class]
@@ -184,14 +186,13 @@ class Storage(pulumi.ComponentResource):
             # Not in the CRD set `validate` reads (objectbucket.io): a ConfigGroup, protected like a bucket.
             obc = k8s.yaml.v2.ConfigGroup(f"obc-{bucket.key}", objs=[claim],
                                           opts=child_opts(self, ceph, depends_on=depends, protect=True))
-            k8s.batch.v1.Job(f"versioning-{bucket.key}",
-                             metadata=metadata(f"bucket-versioning-{bucket.key}", namespace,
-                                               {BUCKET_LABEL: bucket.key}),
-                             spec=versioning_job(bucket), opts=child_opts(self, ceph, depends_on=[obc]))
+            kube_object(f"versioning-{bucket.key}", "batch/v1", "Job",
+                        metadata(f"bucket-versioning-{bucket.key}", namespace, {BUCKET_LABEL: bucket.key}),
+                        child_opts(self, ceph, depends_on=[obc]), spec=versioning_job(bucket))
         for team_ns, ns_resource in sorted(self.team_namespaces.items()):
-            k8s.networking.v1.NetworkPolicy(
-                f"{team_ns}-allow-ceph-rgw", metadata=metadata("allow-object-store", team_ns),
-                spec=object_store_egress(rook), opts=child_opts(self, ceph, depends_on=[ns_resource]))
+            kube_object(f"{team_ns}-allow-ceph-rgw", NETWORKING_API, "NetworkPolicy",
+                        metadata("allow-object-store", team_ns), child_opts(self, ceph, depends_on=[ns_resource]),
+                        spec=object_store_egress(rook))
 
     def _cloud_buckets(self, platform: Platform) -> dict[str, dict[str, Any]]:
         """Versioned, protected buckets in the cloud's object store. Returns StorageClass parameters that

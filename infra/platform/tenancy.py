@@ -13,7 +13,7 @@ from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.teams import TeamSpec
 
-from .objects import child_opts, metadata
+from .objects import NETWORKING_API, child_opts, kube_object, metadata
 from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
 TEAM_LABEL = "trainyard.io/team"
@@ -36,7 +36,7 @@ class Tenancy(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Tenancy", name, None, opts)
         self._platform = platform
-        self.namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        self.namespaces: dict[str, pulumi.CustomResource] = {}
         for team in platform.teams:
             for ns in team.namespaces:
                 self._namespace(team, ns, provider)
@@ -48,24 +48,22 @@ class Tenancy(pulumi.ComponentResource):
         exception = {PSA_REASON: security.reason} if security.level == "baseline" and security.reason else None
         labels = {TEAM_LABEL: team.name}
         psa = psa_labels(security.level, self._platform.spec.versions.kubernetes)
-        ns_meta: Any = metadata(ns, labels={**labels, **psa}, annotations=exception)
-        created = k8s.core.v1.Namespace(f"ns-{ns}", metadata=ns_meta,
-                                        opts=child_opts(self, provider, protect=False))
+        ns_meta = metadata(ns, labels={**labels, **psa}, annotations=exception)
+        created = kube_object(f"ns-{ns}", "v1", "Namespace", ns_meta, child_opts(self, provider, protect=False))
         self.namespaces[ns] = created
         opts = child_opts(self, provider, depends_on=[created])
 
-        def meta(name: str) -> Any:
+        def meta(name: str) -> k8s.meta.v1.ObjectMetaArgsDict:
             return metadata(name, ns, labels)
 
-        quota: Any = {"hard": quota_hard(self._platform, team)}
-        k8s.core.v1.ResourceQuota(f"{ns}-quota", metadata=meta("team-quota"), spec=quota, opts=opts)
-        limits: Any = {"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUEST}]}
-        k8s.core.v1.LimitRange(f"{ns}-limits", metadata=meta("team-defaults"), spec=limits, opts=opts)
+        kube_object(f"{ns}-quota", "v1", "ResourceQuota", meta("team-quota"), opts,
+                    spec={"hard": quota_hard(self._platform, team)})
+        kube_object(f"{ns}-limits", "v1", "LimitRange", meta("team-defaults"), opts,
+                    spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUEST}]})
         for policy_name, policy in network_policies(team.name, spec).items():
-            k8s.networking.v1.NetworkPolicy(f"{ns}-{policy_name}", metadata=meta(policy_name), spec=policy,
-                                            opts=opts)
-        k8s.core.v1.ServiceAccount(f"{ns}-ci", metadata=meta(CI_SERVICE_ACCOUNT),
-                                   automount_service_account_token=False, opts=opts)
+            kube_object(f"{ns}-{policy_name}", NETWORKING_API, "NetworkPolicy", meta(policy_name), opts, spec=policy)
+        kube_object(f"{ns}-ci", "v1", "ServiceAccount", meta(CI_SERVICE_ACCOUNT), opts,
+                    automountServiceAccountToken=False)
 
 
 def psa_labels(level: str, kubernetes: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
 
-from .objects import child_opts, custom_object, helm_chart, metadata, namespace
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 NAMESPACE = "kubeflow-system"
 
@@ -49,8 +49,8 @@ class Trainer(pulumi.ComponentResource):
         # The Trainer webhook validates every runtime and fails closed: runtimes wait for the release.
         for runtime in platform.runtimes:
             meta = runtime["metadata"]
-            custom_object(f"runtime-{meta['name']}", runtime["apiVersion"], runtime["kind"],
-                          metadata(meta["name"], labels=meta.get("labels")), runtime["spec"],
-                          child_opts(self, provider, depends_on=[self.chart]))
+            kube_object(f"runtime-{meta['name']}", runtime["apiVersion"], runtime["kind"],
+                        metadata(meta["name"], labels=meta.get("labels")),
+                        child_opts(self, provider, depends_on=[self.chart]), spec=runtime["spec"])
         self.register_outputs({"trainer": versions.trainer, "jobset": versions.jobset,
                                "runtimes": [r["metadata"]["name"] for r in platform.runtimes]})
