@@ -18,6 +18,7 @@ from infra.cli import main
 from infra.offline.backup_checks import check_schedule_coverage
 from infra.offline.checks import Context
 from infra.offline.schema import CrdIndex, check_custom
+from infra.spec import validate
 
 from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
 
@@ -132,7 +133,8 @@ def test_drill_rbac_is_exact() -> None:
     capture = capture_of("onprem-lab")
     role = _named(capture, "Role", "restore-drill")
     assert role["rules"] == [{"apiGroups": ["velero.io"], "resources": ["restores"],
-                              "verbs": ["create", "get", "delete"]}]
+                              "verbs": ["create", "get", "delete"]},
+                             {"apiGroups": ["velero.io"], "resources": ["backups"], "verbs": ["get"]}]
     cluster_role = _named(capture, "ClusterRole", "trainyard-restore-drill")
     namespaces = next(r for r in cluster_role["rules"] if r["resources"] == ["namespaces"])
     assert set(namespaces["verbs"]) == {"get", "delete"}
@@ -158,31 +160,56 @@ def _run_cron_job(cron_job: dict[str, Any], extra_env: dict[str, str]) -> subpro
 DRILL_KUBECTL = """
 case "$*" in
   create*) cat > "$(dirname "$0")/../restore.json" ;;
-  *"get restores"*) echo -n "$PHASE" ;;
+  *"get restores"*"{.status.phase}"*) echo -n "$PHASE" ;;
+  *"get restores"*"{.spec.backupName}"*) echo -n daily-20261129020000 ;;
+  *"get restores"*"{.status.errors}"*) echo -n "2 errors, 1 warnings" ;;
+  *"get restores"*) ;;
+  *"get backups.velero.io daily-20261129020000"*) echo -n "$COMPLETED" ;;
   *"get configmap"*) ns="${2#drill-}"; [ -n "$MARKER_GONE" ] || echo -n "$ns" ;;
 esac
 """
 
 
-@pytest.mark.parametrize(("phase", "marker_gone", "passes"), [
-    ("Completed", "", True),
-    ("PartiallyFailed", "", False),
-    ("Failed", "", False),
-    ("Completed", "1", False),
+@pytest.mark.parametrize(("phase", "marker_gone", "backup_age_hours", "passes"), [
+    ("Completed", "", 3, True),
+    ("PartiallyFailed", "", 3, False),
+    ("Failed", "", 3, False),
+    ("Completed", "1", 3, False),
+    ("Completed", "", 31, False),  # the daily tier's newest backup is over 24h + 6h old: the Schedule stopped
 ])
-def test_drill_passes_only_on_a_completed_restore_with_its_markers(tmp_path: Path, phase: str, marker_gone: str,
-                                                                   passes: bool) -> None:
+def test_drill_passes_only_on_a_fresh_completed_restore_with_its_markers(
+        tmp_path: Path, phase: str, marker_gone: str, backup_age_hours: int, passes: bool) -> None:
     drill = _named(capture_of("onprem-lab"), "CronJob", "restore-drill")
-    env = {**_fake_kubectl(tmp_path, DRILL_KUBECTL), "PHASE": phase, "MARKER_GONE": marker_gone}
+    completed = datetime.now(UTC) - timedelta(hours=backup_age_hours, minutes=5)
+    env = {**_fake_kubectl(tmp_path, DRILL_KUBECTL), "PHASE": phase, "MARKER_GONE": marker_gone,
+           "COMPLETED": f"{completed:%Y-%m-%dT%H:%M:%SZ}"}
     result = _run_cron_job(drill, env)
     assert (result.returncode == 0) is passes, result.stdout + result.stderr
     sent = json.loads((tmp_path / "restore.json").read_text())
     assert sent["metadata"]["name"].startswith("drill-") and "__" not in sent["metadata"]["name"]
     calls = (tmp_path / "calls").read_text()
-    # Whatever the outcome, the restore and every drill namespace are removed afterwards.
-    assert f"delete restores.velero.io {sent['metadata']['name']}" in calls
+    # The drill namespaces are removed whatever the outcome; the Restore only when the drill passed, so a
+    # failure keeps Velero's account of it.
+    assert (f"delete restores.velero.io {sent['metadata']['name']}" in calls) is passes
     for target in sent["spec"]["namespaceMapping"].values():
         assert calls.count(f"delete namespace {target}") >= 2  # before the drill and after it
+    if passes:
+        assert f"backup daily-20261129020000 (completed {env['COMPLETED']}, {backup_age_hours}h old)" in result.stdout
+    else:
+        assert f"velero restore describe {sent['metadata']['name']}" in result.stdout
+    if phase == "PartiallyFailed":
+        assert "restore ended PartiallyFailed (2 errors, 1 warnings)" in result.stdout
+
+
+@pytest.mark.parametrize(("cron", "max_age"), [
+    ("0 2 * * *", 30), ("0 * * * *", 2), ("15 */6 * * *", 7), ("0 3 * * 0", 210), ("0 4 1 * *", 930),
+])
+def test_drill_accepts_backups_up_to_the_tier_interval_and_a_quarter(cron: str, max_age: int) -> None:
+    raw = raw_platform("onprem-lab")
+    raw["backup"] = {"tiers": {"only": {"schedule": cron, "ttl": "720h"}}, "drill": {"tier": "only"}}
+    assert validate(raw, "onprem-lab").backup.drill_max_age_hours == max_age
+    raw["backup"]["drill"]["maxBackupAge"] = "12h"
+    assert validate(raw, "onprem-lab").backup.drill_max_age_hours == 12
 
 
 def test_janitor_deletes_only_trainjobs_finished_longer_than_the_ttl(tmp_path: Path) -> None:

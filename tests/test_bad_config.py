@@ -69,6 +69,7 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
      ("pools.h100.taints[0].effect",)),
     ("hostname topology level", _set("pools.h100.topology", {"host": "kubernetes.io/hostname"}),
      ("pools.h100.topology", "hostname")),
+    ("drill backup age in days", _set("backup", {"drill": {"maxBackupAge": "2d"}}), ("backup.drill.maxBackupAge",)),
 ]
 
 

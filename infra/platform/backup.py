@@ -122,31 +122,49 @@ def drill_restore(facts: BackupFacts) -> dict[str, Any]:
 
 DRILL_SCRIPT = r"""set -euo pipefail
 restore="drill-$(date -u +%Y%m%d-%H%M%S)"
+passed=""
 cleanup() {
-  kubectl -n velero delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
+  # A failed drill keeps its Restore: its errors and warnings are what `velero restore describe` shows.
+  if [ -n "$passed" ]; then
+    kubectl -n velero delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
+  fi
   for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=false || true; done
 }
+fail() { echo "drill $restore FAILED: $*; Restore kept: velero restore describe $restore --details"; exit 1; }
+restore_field() { kubectl -n velero get restores.velero.io "$restore" -o jsonpath="$1"; }
 # A drill that died last time may have left its namespaces: start clean, and always clean up.
 for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=true; done
 trap cleanup EXIT
 printf '%s' "$RESTORE" | sed "s/__RESTORE__/$restore/" | kubectl create -f -
-deadline=$(( $(date +%s) + TIMEOUT_SECONDS ))
+started=$(date +%s)
 while true; do
-  phase=$(kubectl -n velero get restores.velero.io "$restore" -o jsonpath='{.status.phase}')
+  phase=$(restore_field '{.status.phase}')
   case "$phase" in
     Completed) break ;;
     PartiallyFailed|Failed|FailedValidation)
-      echo "drill $restore: restore ended $phase; only Completed passes"; exit 1 ;;
+      counts=$(restore_field '{.status.errors} errors, {.status.warnings} warnings')
+      reason=$(restore_field '{.status.failureReason}{.status.validationErrors}')
+      fail "restore ended $phase ($counts${reason:+; $reason}); only Completed passes" ;;
   esac
-  if [ "$(date +%s)" -ge "$deadline" ]; then echo "drill $restore: still '$phase' at the deadline"; exit 1; fi
+  if [ "$(date +%s)" -ge $(( started + TIMEOUT_SECONDS )) ]; then fail "still '$phase' at the deadline"; fi
   sleep 20
 done
+seconds=$(( $(date +%s) - started ))
+backup=$(restore_field '{.spec.backupName}')
+completed=$(kubectl -n velero get backups.velero.io "$backup" -o jsonpath='{.status.completionTimestamp}')
+[ -n "$completed" ] || fail "backup '$backup' has no completion time"
+age=$(( ($(date +%s) - $(date -d "$completed" +%s)) / 3600 ))
+if [ "$age" -gt "$MAX_BACKUP_AGE_HOURS" ]; then
+  fail "backup $backup completed $completed, ${age}h ago, beyond ${MAX_BACKUP_AGE_HOURS}h: is Schedule $TIER running?"
+fi
 for pair in $CHECKS; do
   source="${pair%%=*}"; target="${pair#*=}"
-  found=$(kubectl -n "$target" get configmap "$MARKER" -o jsonpath='{.data.namespace}')
-  if [ "$found" != "$source" ]; then echo "drill $restore: marker of $source missing in $target"; exit 1; fi
+  found=$(kubectl -n "$target" get configmap "$MARKER" -o jsonpath='{.data.namespace}') || true
+  if [ "$found" != "$source" ]; then fail "marker of $source missing in $target"; fi
 done
-echo "drill $restore: Completed, markers of $CHECKS verified"
+passed=1
+echo "drill $restore passed: backup $backup (completed $completed, ${age}h old) restored in ${seconds}s;" \
+  "markers of $CHECKS verified"
 """
 
 # One line per TrainJob: its name, then Type=lastTransitionTime for every condition that is True.
@@ -232,12 +250,13 @@ class Backup(pulumi.ComponentResource):
         return kube_object(f"sa-{name}", "v1", "ServiceAccount", metadata(name, NAMESPACE), opts)
 
     def _drill(self, platform: Platform, facts: BackupFacts, in_ns: pulumi.ResourceOptions) -> None:
-        """Exactly what the drill needs: create/get/delete Restores in velero; get and delete its own
-        drill namespaces; read the marker ConfigMap."""
+        """Exactly what the drill needs: create/get/delete Restores and get Backups (the restored backup's
+        age) in velero; get and delete its own drill namespaces; read the marker ConfigMap."""
         account = self._account(DRILL, in_ns)
         subject = [{"kind": "ServiceAccount", "name": DRILL, "namespace": NAMESPACE}]
         role = kube_object("drill-role", RBAC_API, "Role", metadata(DRILL, NAMESPACE), in_ns,
-                           rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"])])
+                           rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"]),
+                                  rule(["velero.io"], ["backups"], ["get"])])
         kube_object("drill-binding", RBAC_API, "RoleBinding", metadata(DRILL, NAMESPACE),
                     child_opts(self, self.provider, depends_on=[role, account]), subjects=subject,
                     roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": DRILL})
@@ -257,6 +276,8 @@ class Backup(pulumi.ComponentResource):
             "CHECKS": " ".join(f"{src}={dst}" for src, dst in facts.drill_namespaces.items()),
             "MARKER": MARKER,
             "TIMEOUT_SECONDS": str(drill.timeout_minutes * 60),
+            "TIER": facts.drill_schedule.tier,
+            "MAX_BACKUP_AGE_HOURS": str(facts.drill_max_age_hours),
         }
         kube_object("drill", "batch/v1", "CronJob", metadata(DRILL, NAMESPACE),
                     child_opts(self, self.provider, depends_on=[account, role]),

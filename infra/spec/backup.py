@@ -53,11 +53,14 @@ class Location(Strict):
 
 
 class Drill(Strict):
-    """A scheduled restore of the latest backup of one tier into drill-<namespace>, checked and removed."""
+    """A scheduled restore of the latest backup of one tier into drill-<namespace>, checked and removed.
+    The drill also fails when that backup is older than `maxBackupAge` (default: the tier's interval plus a
+    quarter of it, at least 1h), which is how a Schedule that stopped producing backups shows."""
 
     schedule: str = Field(default="30 5 * * 1", pattern=r"^(\S+\s+){4}\S+$")
     tier: DnsLabel = "daily"
     timeout_minutes: int = Field(default=90, gt=0, le=24 * 60, alias="timeoutMinutes")
+    max_backup_age: str | None = Field(default=None, alias="maxBackupAge", pattern=DURATION)
 
 
 class BackupSpec(Strict):
@@ -92,6 +95,32 @@ class BackupFacts:
     schedules: tuple[Schedule, ...]
     drill_schedule: Schedule
     drill_namespaces: Mapping[str, str]  # team namespace -> its drill namespace
+    drill_max_age_hours: int  # the oldest backup a drill accepts
+
+
+def cron_interval_hours(cron: str) -> int:
+    """The longest gap, in whole hours, between two runs of a five-field cron schedule (an upper bound for
+    lists and ranges): weekly when days of the week are named, monthly for days of the month, yearly for
+    months, else hourly (or every N hours) when the hour field repeats, else daily."""
+    _, hour, day, month, weekday = cron.split()
+    if month != "*":
+        return 366 * 24
+    if day != "*":
+        return 31 * 24
+    if weekday != "*":
+        return 7 * 24
+    if hour == "*":
+        return 1
+    if hour.startswith("*/") and hour[2:].isdigit():
+        return int(hour[2:])
+    return 24
+
+
+def max_backup_age_hours(drill: Drill, tier_cron: str) -> int:
+    if drill.max_backup_age is not None:
+        return int(drill.max_backup_age.removesuffix("h"))
+    interval = cron_interval_hours(tier_cron)
+    return interval + max(1, interval // 4)
 
 
 PROVIDER_FOR_PROFILE = {"rook-ceph": "aws", "nfs": "aws", "aws": "aws", "gcp": "gcp", "azure": "azure"}
@@ -148,6 +177,7 @@ def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
         schedules=tuple(s for s in schedules if s.namespaces),  # an empty list would mean "all namespaces"
         drill_schedule=drill,
         drill_namespaces=mapping,
+        drill_max_age_hours=max_backup_age_hours(spec.drill, drill.cron),
     )
 
 
