@@ -115,7 +115,7 @@ def test_missing_stack_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_declared_secret_keys_are_accepted_only_encrypted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     raw = raw_platform("onprem-lab")
     path = tmp_path / "Pulumi.secrets.yaml"
-    config = {"trainyard:platform": raw, "trainyard:backupCredentials": {"secure": "v1:abc"},
+    config: dict[str, Any] = {"trainyard:platform": raw, "trainyard:backupCredentials": {"secure": "v1:abc"},
               "trainyard:kubeconfig": {"secure": "v1:def"}}
     path.write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
     assert main(["plan", str(path)]) in (0, 1)

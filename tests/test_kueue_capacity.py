@@ -7,6 +7,7 @@ import dataclasses
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,7 @@ def test_an_unused_pool_is_stranded_only_when_no_queue_may_borrow_it() -> None:
     assert not any("stranded" in w for w in _warnings(validate(raw, "onprem-lab")))
 
 
-def _replace_team_entry(platform: Platform, team: str, flavor: str, **changes: object) -> Platform:
+def _replace_team_entry(platform: Platform, team: str, flavor: str, **changes: Any) -> Platform:
     """The platform with one ClusterQueue entry altered: states the spec cannot express, as a MIG or
     autoscaling derivation might produce them."""
     facts = platform.queueing

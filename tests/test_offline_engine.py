@@ -95,7 +95,8 @@ def test_two_runs_render_byte_identical_trees(tmp_path: Path) -> None:
     files = 0
     while stack:
         current = stack.pop()
-        assert not current.left_only and not current.right_only and not current.diff_files, current.report()
+        assert not current.left_only and not current.right_only and not current.diff_files, (
+            current.left_only, current.right_only, current.diff_files)
         files += len(current.same_files)
         stack.extend(current.subdirs.values())
     assert files > 20

@@ -129,8 +129,8 @@ def test_rendered_runtimes_of_every_stack_are_valid(stack: str, crds_dir: Path) 
     assert sorted(r["metadata"]["name"] for r in rendered) == sorted(_by_name(platform.runtimes))
     for runtime in rendered:
         assert check_custom(runtime, index) == [], runtime["metadata"]["name"]
-    for runtime in platform.runtimes:
-        assert TrainerV1alpha1ClusterTrainingRuntime.from_dict(dict(runtime)).to_dict() == runtime
+    for declared in platform.runtimes:
+        assert TrainerV1alpha1ClusterTrainingRuntime.from_dict(dict(declared)).to_dict() == declared
 
 
 def test_generic_gpu_runtimes_tolerate_every_gpu_pool_and_cpu_batch_only_cpu_pools() -> None:

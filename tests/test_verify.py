@@ -26,8 +26,9 @@ class FakeCluster:
                       "kubeflow-system": [self._deployment("kubeflow-trainer-controller-manager"),
                                           self._deployment("jobset-controller-manager")]}
         self.groups = {"kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "velero.io"}
-        self.queues = [{"metadata": {"name": t.queue}, "status": {"conditions": [{"type": "Active", "status": "True"}]}}
-                       for t in self.platform.teams]
+        self.queues: list[dict[str, Any]] = [
+            {"metadata": {"name": t.queue}, "status": {"conditions": [{"type": "Active", "status": "True"}]}}
+            for t in self.platform.teams]
         self.answers = {(tuple(e.groups), e.verb, e.resource, e.namespace): e.allowed
                         for e in expectations(self.platform)}
 
