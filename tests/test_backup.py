@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from infra.cli import main
-from infra.offline.backup_checks import check_schedule_coverage
+from infra.offline.backup_checks import check_backups_off_cluster, check_schedule_coverage
 from infra.offline.checks import Context
+from infra.offline.engine import run
 from infra.offline.schema import CrdIndex, check_custom
 from infra.spec import validate
+from infra.spec.load import PLATFORM_KEY
 
 from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
 
@@ -229,3 +231,14 @@ def test_janitor_deletes_only_trainjobs_finished_longer_than_the_ttl(tmp_path: P
     deleted = [line.split()[-2] for line in (tmp_path / "calls").read_text().splitlines() if " delete " in line]
     namespaces = [ns for team in platform.teams for ns in team.namespaces]
     assert sorted(deleted) == sorted(["old-done", "old-failed"] * len(namespaces))
+
+
+def test_backups_in_the_clusters_own_object_store_are_flagged_until_sent_off_site() -> None:
+    on_cluster = check_backups_off_cluster(Context(platform_of("onprem-lab"), capture_of("onprem-lab"), None))
+    assert [(f.subject, f.severity) for f in on_cluster] == [("BackupStorageLocation/default", "warning")]
+    assert "trainyard-lab-backups" in on_cluster[0].message
+    raw = raw_platform("onprem-lab")
+    raw["backup"] = {"location": {"bucket": "lab-offsite-backups", "s3Url": "https://backup.example.net"}}
+    platform = validate(raw, "onprem-lab")
+    capture = run("onprem-lab", {PLATFORM_KEY: raw})
+    assert check_backups_off_cluster(Context(platform, capture, None)) == []

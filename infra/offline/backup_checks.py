@@ -119,6 +119,20 @@ def check_backup_credentials(ctx: Context) -> list[Finding]:
     return findings
 
 
+def check_backups_off_cluster(ctx: Context) -> list[Finding]:
+    """Backups in a bucket that this cluster's own object store serves (an ObjectBucketClaim of the stack)
+    share the fate of the data they protect."""
+    claimed = {obj.get("spec", {}).get("bucketName") for _, obj in _of_kind(ctx, "ObjectBucketClaim")}
+    return [
+        Finding("backup", f"BackupStorageLocation/{location['metadata']['name']}",
+                f"backups go to bucket '{bucket}' of the cluster's own object store, on the same disks as the "
+                "data they protect: losing the cluster loses them; set backup.location.bucket (and s3Url) to an "
+                "off-site store", "warning")
+        for _, location in _of_kind(ctx, "BackupStorageLocation")
+        if (bucket := location.get("spec", {}).get("objectStorage", {}).get("bucket")) in claimed
+    ]
+
+
 def backup_findings(ctx: Context) -> list[Finding]:
     return [*check_schedule_coverage(ctx), *check_data_volumes(ctx), *check_bucket_versioning(ctx),
-            *check_backup_credentials(ctx)]
+            *check_backup_credentials(ctx), *check_backups_off_cluster(ctx)]
