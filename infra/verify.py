@@ -1,8 +1,8 @@
 """`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
 
-Checks: GPU allocatable per pool vs declared capacity, operator deployments available, CRDs served,
-ClusterQueues active, and the persona access matrix (SubjectAccessReviews for the teams' groups).
-Exit 0 when everything holds, 1 otherwise.
+Checks: GPU allocatable per pool vs declared capacity, EFA interfaces on every node of an EFA pool, operator
+deployments available, CRDs served, ClusterQueues active, and the persona access matrix (SubjectAccessReviews
+for the teams' groups). Exit 0 when everything holds, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from infra.spec import Finding, Platform, load_file, stack_path
 from infra.spec.base import parse_quantity
+from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.spec.pools import POOL_LABEL
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
@@ -41,18 +42,34 @@ class Expectation:
     allowed: bool
 
 
+def _allocatable(node: dict[str, Any], resource: str) -> Decimal:
+    return parse_quantity(node["status"].get("allocatable", {}).get(resource, "0"))
+
+
 def gpu_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     findings = []
     nodes = cluster.nodes()
     for flavor in platform.flavors:
         members = [n for n in nodes if n["metadata"].get("labels", {}).get(POOL_LABEL) == flavor.pool]
         for resource in flavor.gpu_resources:
-            live = sum((parse_quantity(n["status"].get("allocatable", {}).get(resource, "0")) for n in members),
-                       Decimal(0))
+            live = sum((_allocatable(n, resource) for n in members), Decimal(0))
             if live < flavor.capacity[resource]:
                 findings.append(Finding("verify", f"pool {flavor.pool}", f"{resource}: {live} allocatable on "
                                         f"{len(members)} node(s), {flavor.capacity[resource]} declared"))
+        findings += _efa_findings(platform, flavor.pool, members)
     return findings
+
+
+def _efa_findings(platform: Platform, pool_name: str, members: list[dict[str, Any]]) -> list[Finding]:
+    """Every node of an EFA pool advertises the interfaces its training pods request (the device plugin runs
+    and the catalog's count is right for the instance type)."""
+    machine = platform.pool(pool_name).machine
+    if machine is None or platform.pool(pool_name).fabric != "efa":
+        return []
+    return [Finding("verify", f"node {n['metadata']['name']}",
+                    f"{EFA_RESOURCE}: {_allocatable(n, EFA_RESOURCE)} allocatable, {machine.efa_interfaces} expected "
+                    f"on {machine.name} (pool {pool_name}): pods requesting them stay pending")
+            for n in members if _allocatable(n, EFA_RESOURCE) != machine.efa_interfaces]
 
 
 def operator_findings(cluster: LiveCluster) -> list[Finding]:

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from infra.spec.cloud_catalog import EFA_INTERFACES, MACHINES
 from infra.spec.pools import GPU_RESOURCE
+from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
 
 from .conftest import capture_of, platform_of
 from .test_cloud_common import of_type, pool_args, refused, variant
@@ -111,3 +113,20 @@ def test_eks_pool_mistakes_are_refused(edit: Any, words: tuple[str, ...], tmp_pa
                                        capsys: pytest.CaptureFixture[str]) -> None:
     line = refused(STACK, edit, tmp_path, capsys)
     assert all(word in line for word in words), line
+
+
+def test_efa_pools_get_the_pinned_efa_device_plugin_tolerating_their_taints() -> None:
+    capture, platform = capture_of(STACK), platform_of(STACK)
+    [chart] = [r for r in capture.resources if r.type == "kubernetes:helm.sh/v4:Chart"
+               and r.inputs["chart"] == EFA_DEVICE_PLUGIN_CHART.name]
+    assert chart.parent == "trainyard:platform:Fabric::fabric"
+    assert (chart.inputs["version"], chart.inputs["namespace"]) == (EFA_DEVICE_PLUGIN_CHART.version, "kube-system")
+    assert chart.inputs["values"]["tolerations"] == [dict(t) for t in platform.flavor("h100").tolerations]
+    for stack in ("onprem-lab", "gcp-prod", "azure-prod"):
+        assert not [r for r in capture_of(stack).resources if r.type == "trainyard:platform:Fabric"], stack
+
+
+def test_every_efa_machine_knows_its_interface_count() -> None:
+    efa = {m.name for m in MACHINES.values() if m.fabric == "efa"}
+    assert efa == set(EFA_INTERFACES), "EFA_INTERFACES covers exactly the EFA sizes"
+    assert MACHINES["p5.48xlarge"].efa_interfaces == 32 and MACHINES["g6e.12xlarge"].efa_interfaces == 0

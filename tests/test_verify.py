@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.verify import expectations, verify
 
 from .conftest import platform_of
@@ -18,7 +19,9 @@ class FakeCluster:
         self.node_list: list[dict[str, Any]] = []
         for flavor in self.platform.flavors:
             pool = self.platform.pool(flavor.pool)
-            per_node = {r: str(int(flavor.capacity[r]) // pool.node_count) for r in flavor.gpu_resources}
+            per_node = {r: str(int(flavor.capacity[r]) // max(pool.node_count, 1)) for r in flavor.gpu_resources}
+            if pool.fabric == "efa" and pool.machine is not None:
+                per_node[EFA_RESOURCE] = str(pool.machine.efa_interfaces)  # the device plugin at work
             for node in pool.nodes or [f"{flavor.pool}-{i}" for i in range(pool.node_count)]:
                 self.node_list.append({"metadata": {"name": node, "labels": dict(flavor.node_labels)},
                                        "status": {"allocatable": per_node}})
@@ -76,3 +79,13 @@ def test_unready_operator_inactive_queue_and_wrong_rbac_are_reported() -> None:
     subjects = {f.subject.split()[0] for f in verify(cluster.platform, cluster)}
     assert {"deployment", "ClusterQueue"} <= subjects
     assert subjects & {"analyst", "ml-engineer"}
+
+
+def test_efa_nodes_without_their_interfaces_are_reported_by_name() -> None:
+    cluster = FakeCluster("aws-prod")
+    assert verify(cluster.platform, cluster) == []
+    h100 = [n for n in cluster.node_list if n["metadata"]["labels"].get("trainyard.io/pool") == "h100"]
+    h100[1]["status"]["allocatable"] = {k: v for k, v in h100[1]["status"]["allocatable"].items() if k != EFA_RESOURCE}
+    findings = verify(cluster.platform, cluster)
+    assert [f.subject for f in findings] == [f"node {h100[1]['metadata']['name']}"]
+    assert "0 allocatable, 32 expected on p5.48xlarge" in findings[0].message

@@ -10,6 +10,7 @@ from infra.offline.plan import objects
 from infra.offline.report import capacity_rows
 from infra.spec import Platform
 from infra.spec.base import format_amount
+from infra.spec.cloud_catalog import EFA_RESOURCE
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -23,8 +24,11 @@ def _pools(platform: Platform) -> list[str]:
     for name, pool in platform.spec.pools.items():
         flavor = platform.flavor(name)
         nodes = ", ".join(pool.nodes) if pool.nodes else "-"
+        fabric: str = pool.fabric
+        if pool.fabric == "efa" and pool.machine is not None:
+            fabric += f" ({pool.machine.efa_interfaces} x {EFA_RESOURCE} per node)"
         rows.append([
-            name, flavor.origin, nodes, flavor.capacity_type, pool.fabric,
+            name, flavor.origin, nodes, flavor.capacity_type, fabric,
             " > ".join(flavor.topology_levels.values()) or "-",
             ", ".join(f"{t['key']}:{t['effect']}" for t in flavor.taints) or "-",
         ])

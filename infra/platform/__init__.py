@@ -9,6 +9,7 @@ from infra.spec import Platform
 
 from .admission import Admission
 from .backup import Backup
+from .fabric import fabric
 from .gpu import gpu_operator
 from .kueue import Kueue
 from .rbac import Access
@@ -21,6 +22,7 @@ def build_platform(platform: Platform, cluster: ClusterHandle, backup_credential
     provider = cluster.provider
     tenancy = Tenancy("tenancy", platform, provider)
     gpu_operator(platform, provider)
+    fabric(platform, provider)
     Trainer("trainer", platform, provider)
     Kueue("kueue", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)

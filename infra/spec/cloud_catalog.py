@@ -17,6 +17,17 @@ from typing import Literal
 Cloud = Literal["aws", "gcp", "azure"]
 Fabric = Literal["none", "efa", "infiniband", "roce"]
 
+# The extended resource the AWS EFA device plugin advertises, one unit per EFA interface of a node.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# EFA interfaces per size (its network cards that carry EFA): what a node of a node group created with every
+# interface (pulumi_eks enable_efa_support) advertises, and what one training pod per node requests. From the
+# EC2 instance-type tables; `trainyard verify` compares them with what the nodes report.
+EFA_INTERFACES = {
+    "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16, "p4d.24xlarge": 4, "p4de.24xlarge": 4,
+    "g6e.24xlarge": 2, "g6e.48xlarge": 4,
+    "g5.8xlarge": 1, "g5.12xlarge": 1, "g5.16xlarge": 1, "g5.24xlarge": 1, "g5.48xlarge": 1,
+}
+
 
 @dataclass(frozen=True)
 class Machine:
@@ -32,6 +43,10 @@ class Machine:
     def describe(self) -> str:
         gpus = f"{self.gpus} x {self.gpu}, " if self.gpu else ""
         return f"{gpus}{self.vcpu} vCPU, {self.memory_gib}Gi"
+
+    @property
+    def efa_interfaces(self) -> int:
+        return EFA_INTERFACES[self.name] if self.fabric == "efa" else 0
 
 
 def _sizes(cloud: Cloud, gpu: str | None, rows: tuple[tuple[str, int, int, int, Fabric], ...],

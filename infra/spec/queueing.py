@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
+from .cloud_catalog import EFA_RESOURCE
 
 if TYPE_CHECKING:
     from .derive import Flavor, TeamFacts
@@ -25,7 +26,7 @@ HOSTNAME = "kubernetes.io/hostname"
 CAPACITY_ORDER = ("reserved", "on-demand", "spot")
 # Devices that come with a node (one EFA interface set per GPU node): Kueue would otherwise refuse every job
 # that requests them unless each queue also carried a quota for them.
-FABRIC_DEVICE_PREFIXES = {"efa": "vpc.amazonaws.com/efa"}
+FABRIC_DEVICE_PREFIXES = {"efa": EFA_RESOURCE}
 
 
 class WaitForPodsReady(Strict):

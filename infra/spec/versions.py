@@ -62,6 +62,9 @@ KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
 AWS_CLI_IMAGE = "amazon/aws-cli:2.35.10"
 # NVIDIA GPU Operator v26.7.0 (2026-08-20): driver, toolkit, device plugin v0.20.0, MIG manager, DCGM exporter.
 GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0")
+# AWS EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin): chart v0.5.20 deploys its default
+# image 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13.
+EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")
 
 
 class Versions(Strict):
