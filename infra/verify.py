@@ -63,13 +63,13 @@ def gpu_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
 def _efa_findings(platform: Platform, pool_name: str, members: list[dict[str, Any]]) -> list[Finding]:
     """Every node of an EFA pool advertises the interfaces its training pods request (the device plugin runs
     and the catalog's count is right for the instance type)."""
-    machine = platform.pool(pool_name).machine
-    if machine is None or platform.pool(pool_name).fabric != "efa":
+    pool = platform.pool(pool_name)
+    if not pool.efa_interfaces:
         return []
     return [Finding("verify", f"node {n['metadata']['name']}",
-                    f"{EFA_RESOURCE}: {_allocatable(n, EFA_RESOURCE)} allocatable, {machine.efa_interfaces} expected "
-                    f"on {machine.name} (pool {pool_name}): pods requesting them stay pending")
-            for n in members if _allocatable(n, EFA_RESOURCE) != machine.efa_interfaces]
+                    f"{EFA_RESOURCE}: {_allocatable(n, EFA_RESOURCE)} allocatable, {pool.efa_interfaces} expected "
+                    f"on {pool.instance_type} (pool {pool_name}): pods requesting them stay pending")
+            for n in members if _allocatable(n, EFA_RESOURCE) != pool.efa_interfaces]
 
 
 def operator_findings(cluster: LiveCluster) -> list[Finding]:

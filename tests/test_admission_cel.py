@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from infra.platform.admission import policies
+from infra.platform.admission import efa_runtimes, policies
+from infra.spec.cloud_catalog import EFA_RESOURCE
 
 from .cel import denials
 from .conftest import platform_of
@@ -91,3 +92,31 @@ def test_gpus_only_where_the_team_has_a_gpu_quota() -> None:
     gpu_free = "cpu-only-team"  # every onprem-lab team has a GPU quota; any other namespace has none
     assert denials(policy, _trainjob(), "trainjobs", gpu_free)
     assert denials(policy, _trainjob(resourcesPerNode={"limits": {"cpu": 4}}), "trainjobs", gpu_free) == []
+
+
+@pytest.mark.parametrize(("runtime", "resources", "allowed"), [
+    ("torch-distributed-h100", {"limits": {"nvidia.com/gpu": 8, EFA_RESOURCE: 32}}, True),
+    ("torch-distributed-h100", {"limits": {"nvidia.com/gpu": 8, EFA_RESOURCE: "32"}}, True),
+    ("torch-distributed-h100", {"requests": {EFA_RESOURCE: 32}, "limits": {"nvidia.com/gpu": 8}}, True),
+    ("torch-distributed-h100", {"limits": {"nvidia.com/gpu": 8}}, False),  # NCCL would fall back to TCP
+    ("torch-distributed-h100", {"limits": {"nvidia.com/gpu": 8, EFA_RESOURCE: 4}}, False),
+    ("torch-distributed-h100", None, False),
+    ("torch-distributed", {"limits": {"nvidia.com/gpu": 8}}, True),  # the generic runtime: any pool
+])
+def test_trainjobs_on_efa_runtimes_request_every_efa_interface(runtime: str, resources: dict[str, Any] | None,
+                                                               allowed: bool) -> None:
+    platform = platform_of("aws-prod")
+    assert efa_runtimes(platform)["torch-distributed-h100"] == 32  # 32 interfaces per p5.48xlarge
+    job = _trainjob()
+    job["spec"]["runtimeRef"]["name"] = runtime
+    if resources is None:
+        del job["spec"]["trainer"]["resourcesPerNode"]
+    else:
+        job["spec"]["trainer"]["resourcesPerNode"] = resources
+    policy = policies(platform)["trainyard-efa-request"]
+    assert (denials(policy, job, "trainjobs", "vision") == []) is allowed
+
+
+def test_stacks_without_efa_have_no_efa_policy() -> None:
+    for stack in ("onprem-lab", "gcp-prod", "azure-prod", "local"):
+        assert "trainyard-efa-request" not in policies(platform_of(stack)), stack

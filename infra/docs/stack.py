@@ -25,8 +25,8 @@ def _pools(platform: Platform) -> list[str]:
         flavor = platform.flavor(name)
         nodes = ", ".join(pool.nodes) if pool.nodes else "-"
         fabric: str = pool.fabric
-        if pool.fabric == "efa" and pool.machine is not None:
-            fabric += f" ({pool.machine.efa_interfaces} x {EFA_RESOURCE} per node)"
+        if pool.efa_interfaces:
+            fabric += f" ({pool.efa_interfaces} x {EFA_RESOURCE} per node)"
         rows.append([
             name, flavor.origin, nodes, flavor.capacity_type, fabric,
             " > ".join(flavor.topology_levels.values()) or "-",

@@ -21,7 +21,7 @@ NAMESPACE = "kube-system"
 
 
 def efa_flavors(platform: Platform) -> list[Flavor]:
-    return [flavor for flavor in platform.flavors if platform.pool(flavor.pool).fabric == "efa"]
+    return [flavor for flavor in platform.flavors if platform.pool(flavor.pool).efa_interfaces]
 
 
 class Fabric(pulumi.ComponentResource):

@@ -226,6 +226,11 @@ class PoolSpec(Strict):
         return MACHINES[self.instance_type] if self.instance_type else None
 
     @property
+    def efa_interfaces(self) -> int:
+        """The EFA interfaces each node advertises (and one training pod requests); 0 without EFA."""
+        return self.machine.efa_interfaces if self.machine is not None and self.fabric == "efa" else 0
+
+    @property
     def node_count(self) -> int:
         """The nodes the pool always has: listed nodes, the fixed count, or an autoscaled pool's minimum."""
         if self.autoscale is not None:
