@@ -1,6 +1,6 @@
 """`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
 
-Checks: GPU allocatable per pool vs declared capacity, EFA interfaces on every node of an EFA pool, operator
+Checks: GPU allocatable per pool vs declared capacity, fabric devices on every node of a pool with them, operator
 deployments available, CRDs served, ClusterQueues active, and the persona access matrix (SubjectAccessReviews
 for the teams' groups). Exit 0 when everything holds, 1 otherwise.
 """
@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from infra.spec import Finding, Platform, load_file, stack_path
 from infra.spec.base import parse_quantity
-from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.spec.pools import POOL_LABEL
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
@@ -56,20 +55,22 @@ def gpu_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
             if live < flavor.capacity[resource]:
                 findings.append(Finding("verify", f"pool {flavor.pool}", f"{resource}: {live} allocatable on "
                                         f"{len(members)} node(s), {flavor.capacity[resource]} declared"))
-        findings += _efa_findings(platform, flavor.pool, members)
+        findings += _fabric_findings(platform, flavor.pool, members)
     return findings
 
 
-def _efa_findings(platform: Platform, pool_name: str, members: list[dict[str, Any]]) -> list[Finding]:
-    """Every node of an EFA pool advertises the interfaces its training pods request (the device plugin runs
-    and the catalog's count is right for the instance type)."""
+def _fabric_findings(platform: Platform, pool_name: str, members: list[dict[str, Any]]) -> list[Finding]:
+    """Every node of a pool with fabric devices advertises what its training pods request (the device plugin
+    runs, and the catalog's EFA count or the stack's declared count is right)."""
     pool = platform.pool(pool_name)
-    if not pool.efa_interfaces:
+    if pool.fabric_request is None:
         return []
+    resource, count = pool.fabric_request
+    where = f"pool {pool_name}" + (f", {pool.instance_type}" if pool.instance_type else "")
     return [Finding("verify", f"node {n['metadata']['name']}",
-                    f"{EFA_RESOURCE}: {_allocatable(n, EFA_RESOURCE)} allocatable, {pool.efa_interfaces} expected "
-                    f"on {pool.instance_type} (pool {pool_name}): pods requesting them stay pending")
-            for n in members if _allocatable(n, EFA_RESOURCE) != pool.efa_interfaces]
+                    f"{resource}: {_allocatable(n, resource)} allocatable, {count} expected ({where}): "
+                    "training pods requesting them stay pending")
+            for n in members if _allocatable(n, resource) < count]
 
 
 def operator_findings(cluster: LiveCluster) -> list[Finding]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.offline.schema import check_core
-from infra.platform.admission import efa_runtimes
+from infra.platform.admission import fabric_runtimes
 from infra.spec import SpecError, validate
 from infra.spec.policy import allowed, qualified
 
@@ -35,7 +35,7 @@ def test_every_policy_is_bound_to_team_namespaces_only(stack: str) -> None:
     capture = capture_of(stack)
     policies = _policies(capture)
     bindings = kube_objects(capture, "ValidatingAdmissionPolicyBinding")
-    expected = POLICIES | ({"trainyard-efa-request"} if efa_runtimes(platform_of(stack)) else set())
+    expected = POLICIES | ({"trainyard-fabric-request"} if fabric_runtimes(platform_of(stack)) else set())
     assert set(policies) == expected
     assert {b["spec"]["policyName"] for b in bindings} == expected
     for binding in bindings:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.platform.admission import efa_runtimes, policies
+from infra.platform.admission import fabric_runtimes, policies
 from infra.spec.cloud_catalog import EFA_RESOURCE
 
 from .cel import denials
@@ -106,17 +106,30 @@ def test_gpus_only_where_the_team_has_a_gpu_quota() -> None:
 def test_trainjobs_on_efa_runtimes_request_every_efa_interface(runtime: str, resources: dict[str, Any] | None,
                                                                allowed: bool) -> None:
     platform = platform_of("aws-prod")
-    assert efa_runtimes(platform)["torch-distributed-h100"] == 32  # 32 interfaces per p5.48xlarge
+    # 32 interfaces per p5.48xlarge
+    assert fabric_runtimes(platform)["torch-distributed-h100"] == {"resource": EFA_RESOURCE, "count": 32}
     job = _trainjob()
     job["spec"]["runtimeRef"]["name"] = runtime
     if resources is None:
         del job["spec"]["trainer"]["resourcesPerNode"]
     else:
         job["spec"]["trainer"]["resourcesPerNode"] = resources
-    policy = policies(platform)["trainyard-efa-request"]
+    policy = policies(platform)["trainyard-fabric-request"]
     assert (denials(policy, job, "trainjobs", "vision") == []) is allowed
 
 
-def test_stacks_without_efa_have_no_efa_policy() -> None:
-    for stack in ("onprem-lab", "gcp-prod", "azure-prod", "local"):
-        assert "trainyard-efa-request" not in policies(platform_of(stack)), stack
+@pytest.mark.parametrize(("limits", "allowed"), [
+    ({"nvidia.com/gpu": 8, "rdma/rdma_shared_device_a": 1}, True),
+    ({"nvidia.com/gpu": 8}, False),
+])
+def test_trainjobs_on_infiniband_runtimes_request_the_declared_rdma_device(limits: dict[str, Any],
+                                                                         allowed: bool) -> None:
+    job = _trainjob(resourcesPerNode={"limits": limits})
+    job["spec"]["runtimeRef"]["name"] = "torch-distributed-h100"
+    policy = _policy("trainyard-fabric-request")
+    assert (denials(policy, job, "trainjobs", "vision") == []) is allowed
+
+
+def test_stacks_without_fabric_devices_have_no_fabric_policy() -> None:
+    for stack in ("gcp-prod", "azure-prod", "local"):
+        assert "trainyard-fabric-request" not in policies(platform_of(stack)), stack

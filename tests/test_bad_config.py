@@ -70,6 +70,10 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("hostname topology level", _set("pools.h100.topology", {"host": "kubernetes.io/hostname"}),
      ("pools.h100.topology", "hostname")),
     ("drill backup age in days", _set("backup", {"drill": {"maxBackupAge": "2d"}}), ("backup.drill.maxBackupAge",)),
+    ("fabric device without an RDMA fabric", _set("pools.l40s.fabricDevice", {"resource": "rdma/hca"}),
+     ("pools.l40s", "fabricDevice")),
+    ("fabric device not an extended resource", _set("pools.h100.fabricDevice", {"resource": "rdma"}),
+     ("pools.h100.fabricDevice.resource", "extended resource")),
 ]
 
 

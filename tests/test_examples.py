@@ -14,9 +14,11 @@ import yaml
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 
 from infra.offline.schema import CrdIndex, check_core, check_custom, is_custom
+from infra.platform.admission import WORKLOADS, policies
 from infra.spec import runtimes as rt
 from infra.spec.base import parse_quantity
 
+from .cel import denials
 from .conftest import ROOT, capture_of, kube_objects, platform_of
 from .test_runtimes import restricted_problems
 
@@ -106,8 +108,11 @@ def test_the_queue_covers_what_the_trainjob_requests_on_a_pool_that_holds_it(pro
     trainjob, platform = one(project, "TrainJob"), platform_of(STACK)
     queue = rendered()[("ClusterQueue", "", trainjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"])]
     resources = trainjob["spec"]["trainer"]["resourcesPerNode"]
+    # Kueue leaves fabric devices out (queueing.excludeResourcePrefixes): they come with the node.
+    excluded = platform.queueing.exclude_resource_prefixes
     per_node = {name: parse_quantity(str(v)) for name, v in {**resources.get("limits", {}),
-                                                             **resources["requests"]}.items()}
+                                                             **resources["requests"]}.items()
+                if not name.startswith(excluded)}
     assert set(per_node) <= set(queue["spec"]["resourceGroups"][0]["coveredResources"])
     nodes = trainjob["spec"]["trainer"].get("numNodes", 1)
     holding = [pool for pool in admissible_pools(trainjob)
@@ -150,3 +155,18 @@ def test_the_publish_job_is_a_restricted_kueue_job_on_cpu(project: str) -> None:
 def test_every_project_lives_in_one_namespace(project: str) -> None:
     assert {d["metadata"]["namespace"] for d in documents(project)} == \
         {one(project, "TrainJob")["metadata"]["namespace"]}
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_every_manifest_passes_the_stacks_admission_policies(project: str) -> None:
+    """What a team applies is what the cluster admits: each object of the project against every policy that
+    matches its kind, evaluated as the API server would."""
+    plurals = {workload.kind: plural for plural, workload in WORKLOADS.items()}
+    for obj in documents(project):
+        resource = plurals.get(obj["kind"])
+        if resource is None:
+            continue
+        for name, policy in policies(platform_of(STACK)).items():
+            matched = {r for rule in policy["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+            if resource in matched:
+                assert denials(policy, obj, resource, obj["metadata"]["namespace"]) == [], (obj["kind"], name)

@@ -189,10 +189,13 @@ def test_the_cohort_holds_what_no_team_is_guaranteed() -> None:
         assert shared[name]["nvidia.com/gpu"] == len(pool["nodes"]) * pool["perNode"] - guaranteed
 
 
-def test_efa_pools_keep_the_efa_device_out_of_quota() -> None:
+def test_fabric_devices_stay_out_of_quota() -> None:
     raw = raw_platform("onprem-lab")
-    assert "resources" not in _manager_config(capture_of("onprem-lab"))
+    config = _manager_config(capture_of("onprem-lab"))
+    assert config["resources"] == {"excludeResourcePrefixes": ["rdma/rdma_shared_device_a"]}  # h100's RDMA device
+    del raw["pools"]["h100"]["fabricDevice"]
+    assert "resources" not in _manager_config(run_raw("onprem-lab", raw))
     raw["pools"]["l40s"]["fabric"] = "efa"
-    raw["queueing"]["excludeResourcePrefixes"] = ["rdma/"]
+    raw["queueing"]["excludeResourcePrefixes"] = ["nvidia.com/hostdev"]
     config = _manager_config(run_raw("onprem-lab", raw))
-    assert config["resources"] == {"excludeResourcePrefixes": ["rdma/", "vpc.amazonaws.com/efa"]}
+    assert config["resources"] == {"excludeResourcePrefixes": ["nvidia.com/hostdev", "vpc.amazonaws.com/efa"]}

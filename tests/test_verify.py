@@ -20,8 +20,8 @@ class FakeCluster:
         for flavor in self.platform.flavors:
             pool = self.platform.pool(flavor.pool)
             per_node = {r: str(int(flavor.capacity[r]) // max(pool.node_count, 1)) for r in flavor.gpu_resources}
-            if pool.fabric == "efa" and pool.machine is not None:
-                per_node[EFA_RESOURCE] = str(pool.machine.efa_interfaces)  # the device plugin at work
+            if pool.fabric_request:  # the fabric's device plugin at work
+                per_node[pool.fabric_request[0]] = str(pool.fabric_request[1])
             for node in pool.nodes or [f"{flavor.pool}-{i}" for i in range(pool.node_count)]:
                 self.node_list.append({"metadata": {"name": node, "labels": dict(flavor.node_labels)},
                                        "status": {"allocatable": per_node}})
@@ -63,7 +63,9 @@ def test_a_cluster_as_declared_verifies_clean() -> None:
 def test_missing_gpus_are_reported_per_pool() -> None:
     cluster = FakeCluster("onprem-lab")
     h100 = [n for n in cluster.node_list if n["metadata"]["labels"].get("trainyard.io/pool") == "h100"]
-    h100[0]["status"]["allocatable"] = {}  # a node whose device plugin is down
+    # a node whose GPU device plugin is down (its RDMA devices are still there)
+    h100[0]["status"]["allocatable"] = {k: v for k, v in h100[0]["status"]["allocatable"].items()
+                                        if k != "nvidia.com/gpu"}
     findings = verify(cluster.platform, cluster)
     assert [f.subject for f in findings] == ["pool h100"]
     assert "24 allocatable" in findings[0].message and "32 declared" in findings[0].message
@@ -88,4 +90,4 @@ def test_efa_nodes_without_their_interfaces_are_reported_by_name() -> None:
     h100[1]["status"]["allocatable"] = {k: v for k, v in h100[1]["status"]["allocatable"].items() if k != EFA_RESOURCE}
     findings = verify(cluster.platform, cluster)
     assert [f.subject for f in findings] == [f"node {h100[1]['metadata']['name']}"]
-    assert "0 allocatable, 32 expected on p5.48xlarge" in findings[0].message
+    assert findings[0].message.startswith(f"{EFA_RESOURCE}: 0 allocatable, 32 expected (pool h100, p5.48xlarge)")

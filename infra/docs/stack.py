@@ -10,7 +10,6 @@ from infra.offline.plan import objects
 from infra.offline.report import capacity_rows
 from infra.spec import Platform
 from infra.spec.base import format_amount
-from infra.spec.cloud_catalog import EFA_RESOURCE
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -25,8 +24,8 @@ def _pools(platform: Platform) -> list[str]:
         flavor = platform.flavor(name)
         nodes = ", ".join(pool.nodes) if pool.nodes else "-"
         fabric: str = pool.fabric
-        if pool.efa_interfaces:
-            fabric += f" ({pool.efa_interfaces} x {EFA_RESOURCE} per node)"
+        if pool.fabric_request:
+            fabric += f" ({pool.fabric_request[1]} x {pool.fabric_request[0]} per node)"
         rows.append([
             name, flavor.origin, nodes, flavor.capacity_type, fabric,
             " > ".join(flavor.topology_levels.values()) or "-",

@@ -7,8 +7,9 @@ bound to the team namespaces only.
 - pod-security: no privileged container, no hostPath volume, in Pods and in every pod template.
 - registries: every image comes from one of the stack's allowed registry prefixes.
 - gpu-quota: GPUs only in namespaces whose team has a GPU quota.
-- efa-request (stacks with EFA pools): a TrainJob on a runtime pinned to an EFA pool requests all of its node's
-  EFA interfaces; without them NCCL silently falls back to TCP.
+- fabric-request (stacks whose pools have fabric devices): a TrainJob on a runtime pinned to such a pool
+  requests the node's fabric devices (all EFA interfaces; the declared RDMA devices); without them NCCL
+  silently falls back to TCP.
 
 The queues, namespaces and registries are written into the expressions from the spec, so a change to
 teams or registries is a reviewed change to these objects.
@@ -24,13 +25,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
-from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.runtimes import pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
 
-from .fabric import efa_flavors
 from .objects import child_opts, kube_object, metadata
 from .tenancy import TEAM_LABEL
 
@@ -200,36 +199,41 @@ def gpu_policy(platform: Platform) -> dict[str, Any]:
     }
 
 
-def efa_runtimes(platform: Platform) -> dict[str, int]:
-    """Runtime name -> the EFA interfaces a pod of it must request: runtimes pinned to a pool with fabric efa."""
-    interfaces = {f.pool: platform.pool(f.pool).efa_interfaces for f in efa_flavors(platform)}
-    pinned = {runtime["metadata"]["name"]: {spec.get("nodeSelector", {}).get(POOL_LABEL)
-                                            for spec in pod_specs(runtime)} for runtime in platform.runtimes}
-    return {name: max(interfaces[pool] for pool in pools if pool in interfaces)
-            for name, pools in pinned.items() if pools & set(interfaces)}
+def fabric_runtimes(platform: Platform) -> dict[str, dict[str, Any]]:
+    """Runtime name -> {resource, count}: what a pod of a runtime pinned to a pool with fabric devices requests."""
+    requests = {name: pool.fabric_request for name, pool in platform.spec.pools.items() if pool.fabric_request}
+    found: dict[str, dict[str, Any]] = {}
+    for runtime in platform.runtimes:
+        for spec in pod_specs(runtime):
+            request = requests.get(spec.get("nodeSelector", {}).get(POOL_LABEL))
+            if request:
+                found[runtime["metadata"]["name"]] = {"resource": request[0], "count": request[1]}
+    return found
 
 
-def efa_policy(runtimes: dict[str, int]) -> dict[str, Any]:
-    """Trainer 2.2 replaces a runtime's container resources with the TrainJob's `resourcesPerNode`, so the EFA
-    request cannot live in the runtime: the TrainJob states it (as a number or a string)."""
+def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Trainer 2.2 replaces a runtime's container resources with the TrainJob's `resourcesPerNode`, so the
+    fabric request cannot live in the runtime: the TrainJob states it (as a number or a string)."""
+    want = "variables.fabricRuntimes[variables.runtime]"
+
     def states(part: str) -> str:
         field = f"t.resourcesPerNode.{part}"
-        return (f"(has({field}) && '{EFA_RESOURCE}' in {field} && "
-                f"string({field}['{EFA_RESOURCE}']) == string(variables.efaRuntimes[variables.runtime]))")
+        return (f"(has({field}) && {want}.resource in {field} && "
+                f"string({field}[{want}.resource]) == string({want}.count))")
     cluster_runtime = ("!has(object.spec.runtimeRef.kind) || "
                        "object.spec.runtimeRef.kind == 'ClusterTrainingRuntime'")
-    expression = (f"!(variables.runtime in variables.efaRuntimes) || !({cluster_runtime}) || "
+    expression = (f"!(variables.runtime in variables.fabricRuntimes) || !({cluster_runtime}) || "
                   f"(has(object.spec.trainer) && has(object.spec.trainer.resourcesPerNode) && "
                   f"[object.spec.trainer].all(t, {states('limits')} || {states('requests')}))")
-    wanted = ", ".join(f"{name}: {count}" for name, count in sorted(runtimes.items()))
+    wanted = ", ".join(f"{name}: {r['resource']}={r['count']}" for name, r in sorted(runtimes.items()))
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(["trainjobs"])},
-        "variables": [{"name": "efaRuntimes", "expression": _lit(runtimes)},
+        "variables": [{"name": "fabricRuntimes", "expression": _lit(runtimes)},
                       {"name": "runtime", "expression": "object.spec.runtimeRef.name"}],
         "validations": [{"expression": expression, "reason": "Forbidden",
-                         "message": f"a TrainJob on an EFA runtime requests all of its node's EFA interfaces in "
-                                    f"spec.trainer.resourcesPerNode ({EFA_RESOURCE}: {wanted})"}],
+                         "message": "a TrainJob on a fabric runtime requests its node's fabric devices in "
+                                    f"spec.trainer.resourcesPerNode ({wanted})"}],
     }
 
 
@@ -243,7 +247,7 @@ def policies(platform: Platform) -> dict[str, dict[str, Any]]:
         "trainyard-pod-security": pod_security_policy(),
         "trainyard-allowed-registries": registry_policy(platform, images),
         "trainyard-gpu-quota": gpu_policy(platform),
-        **({"trainyard-efa-request": efa_policy(runtimes)} if (runtimes := efa_runtimes(platform)) else {}),
+        **({"trainyard-fabric-request": fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
     }
 
 

@@ -13,7 +13,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import DnsLabel, LabelKey, Labels, LabelValue, NonNegativeInt, PositiveInt, Quantity, Strict
 from .catalog import gpu_model
-from .cloud_catalog import MACHINES, Machine, machine
+from .cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
 
 POOL_LABEL = "trainyard.io/pool"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -104,6 +104,24 @@ class Topology(Strict):
         return levels
 
 
+class FabricDevice(Strict):
+    """The extended resource through which a pod reaches an InfiniBand or RoCE pool's fabric, as the cluster's
+    RDMA or SR-IOV device plugin advertises it (with the NVIDIA Network Operator's RDMA shared device plugin,
+    e.g. `rdma/rdma_shared_device_a`), and how many of it one training pod per node requests. EFA pools need
+    none: their devices follow from the instance type."""
+
+    resource: LabelKey
+    per_node: PositiveInt = Field(default=1, alias="perNode")
+
+    @field_validator("resource")
+    @classmethod
+    def _extended(cls, value: str) -> str:
+        if "/" not in value or value.startswith(("kubernetes.io/", "k8s.io/")):
+            raise ValueError(f"'{value}' is not an extended resource name: use <domain>/<name>, e.g. "
+                             "rdma/rdma_shared_device_a")
+        return value
+
+
 # What a cloud pool's instance type fixes; a stack that also types one of these gets an error.
 _FROM_CATALOG = ("gpu", "perNode", "per_node", "cpu", "memory")
 
@@ -124,6 +142,7 @@ class PoolSpec(Strict):
     capacity_type: Literal["reserved", "on-demand", "spot"] = Field(default="on-demand", alias="capacityType")
     topology: Topology | None = None
     fabric: Literal["none", "efa", "infiniband", "roce"] = "none"
+    fabric_device: FabricDevice | None = Field(default=None, alias="fabricDevice")
     sharing: Sharing = Field(default_factory=Sharing)
     mig: Mig | None = None
     autoscale: Autoscale | None = None
@@ -197,6 +216,9 @@ class PoolSpec(Strict):
             raise ValueError("a GPU pool needs `perNode`, the GPUs in each node")
         if self.mig is not None and self.sharing.replicas != 1:
             raise ValueError("a MIG pool shares GPUs by partitioning them: leave `sharing` out")
+        if self.fabric_device is not None and self.fabric not in ("infiniband", "roce"):
+            raise ValueError("`fabricDevice` is for infiniband and roce pools (EFA devices come with the instance "
+                             "type): set `fabric` or drop it")
         if POOL_LABEL in self.labels:
             raise ValueError(f"label {POOL_LABEL} is set by Trainyard: remove it")
         self._check_cloud_fields()
@@ -229,6 +251,22 @@ class PoolSpec(Strict):
     def efa_interfaces(self) -> int:
         """The EFA interfaces each node advertises (and one training pod requests); 0 without EFA."""
         return self.machine.efa_interfaces if self.machine is not None and self.fabric == "efa" else 0
+
+    @property
+    def fabric_resource(self) -> str | None:
+        """The extended resource of the pool's fabric devices, when its pods reach the fabric through one."""
+        if self.fabric == "efa":
+            return EFA_RESOURCE
+        return self.fabric_device.resource if self.fabric_device is not None else None
+
+    @property
+    def fabric_request(self) -> tuple[str, int] | None:
+        """(extended resource, amount) that one training pod per node requests to reach the fabric."""
+        if self.efa_interfaces:
+            return EFA_RESOURCE, self.efa_interfaces
+        if self.fabric_device is not None:
+            return self.fabric_device.resource, self.fabric_device.per_node
+        return None
 
     @property
     def node_count(self) -> int:

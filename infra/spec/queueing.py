@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
-from .cloud_catalog import EFA_RESOURCE
 
 if TYPE_CHECKING:
     from .derive import Flavor, TeamFacts
@@ -24,9 +23,6 @@ DURATION = r"^[0-9]+(s|m|h)$"
 HOSTNAME = "kubernetes.io/hostname"
 # Pools are tried cheapest-first: capacity already paid for, then on-demand, then interruptible spot.
 CAPACITY_ORDER = ("reserved", "on-demand", "spot")
-# Devices that come with a node (one EFA interface set per GPU node): Kueue would otherwise refuse every job
-# that requests them unless each queue also carried a quota for them.
-FABRIC_DEVICE_PREFIXES = {"efa": EFA_RESOURCE}
 
 
 class WaitForPodsReady(Strict):
@@ -246,7 +242,9 @@ def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Ma
                     shared_pool: Mapping[str, Mapping[str, Decimal]]) -> QueueingFacts:
     by_name = {flavor.name: flavor for flavor in flavors}
     order = flavor_order(flavors)
-    devices = sorted({FABRIC_DEVICE_PREFIXES[p.fabric] for p in pools.values() if p.fabric in FABRIC_DEVICE_PREFIXES})
+    # Fabric devices come with a node (EFA interfaces, RDMA devices): Kueue would otherwise refuse every job that
+    # requests them unless each queue also carried a quota for them.
+    devices = sorted({p.fabric_resource for p in pools.values() if p.fabric_resource})
     prefixes = [*queueing.exclude_resource_prefixes, *devices]
     return QueueingFacts(
         priorities=MappingProxyType(dict(queueing.priorities)),
