@@ -4,7 +4,8 @@ EFA pools (EKS) get AWS's EFA device plugin, which advertises every EFA interfac
 `vpc.amazonaws.com/efa`; a training pod requests all of its node's interfaces (Trainer 2.2: in the TrainJob's
 `resourcesPerNode`) and NCCL reaches them through aws-ofi-nccl. Without the plugin, or without the request, NCCL
 falls back to TCP sockets. Kueue ignores the resource (queueing.excludeResourcePrefixes): the interfaces come
-with the node, which the GPUs already gate.
+with the node, which the GPUs already gate. InfiniBand and RoCE pools bring their own RDMA device plugin (the
+NVIDIA Network Operator, a prerequisite of the cluster); their `fabricDevice` names what it advertises.
 """
 
 from __future__ import annotations
