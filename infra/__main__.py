@@ -5,7 +5,7 @@ import pulumi
 from infra.cluster import build_cluster
 from infra.platform import build_platform
 from infra.spec import KUBECONFIG_KEY, load_pulumi, secret
-from infra.spec.backup import CREDENTIALS_KEY
+from infra.spec.keys import CREDENTIALS_KEY
 
 platform = load_pulumi()
 cluster = build_cluster(platform, secret(KUBECONFIG_KEY))

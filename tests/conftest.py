@@ -14,10 +14,10 @@ import yaml
 from infra.offline import engine
 from infra.offline.plan import objects
 from infra.spec import Platform, load_file, validate
-from infra.spec.load import PLATFORM_KEY, read_stack_config
+from infra.spec.load import PLATFORM_KEY, read_stack_config, stack_names
 
 ROOT = Path(__file__).resolve().parents[1]
-STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACKS = stack_names(ROOT)
 CRDS = ROOT.parent / "shared" / "crds"
 
 

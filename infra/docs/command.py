@@ -7,7 +7,7 @@ from pathlib import Path
 
 from infra.offline import engine
 from infra.spec import load_file, stack_path
-from infra.spec.load import read_stack_config
+from infra.spec.load import read_stack_config, stack_names
 
 from .reference import stack_reference
 from .stack import stack_page
@@ -24,8 +24,7 @@ def generated(root: Path, stacks: list[str]) -> dict[Path, str]:
 
 
 def run(root: Path, stack: str | None, check: bool) -> int:
-    stacks = [stack] if stack else sorted(p.name[len("Pulumi."):-len(".yaml")]
-                                          for p in (root / "stacks").glob("Pulumi.*.yaml"))
+    stacks = [stack] if stack else stack_names(root)
     stale = []
     for path, text in generated(root, stacks).items():
         current = path.read_text(encoding="utf-8") if path.exists() else None

@@ -14,6 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Flavor, Platform
+from infra.spec.flavors import distinct_tolerations
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
 
 from .objects import child_opts, helm_chart
@@ -32,8 +33,7 @@ class Fabric(pulumi.ComponentResource):
         flavors = efa_flavors(platform)
         # The chart's own affinity keeps the DaemonSet on EFA-capable instance types; the GPU pools' taints
         # would keep it off them.
-        tolerations = [dict(t) for f in flavors for t in f.tolerations]
-        values = {"tolerations": [t for i, t in enumerate(tolerations) if t not in tolerations[:i]]}
+        values = {"tolerations": [dict(t) for t in distinct_tolerations(flavors)]}
         self.chart = helm_chart("efa-device-plugin", EFA_DEVICE_PLUGIN_CHART, NAMESPACE, values,
                                 child_opts(self, provider))
         self.register_outputs({"efaDevicePlugin": EFA_DEVICE_PLUGIN_CHART.version,

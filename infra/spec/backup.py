@@ -16,8 +16,6 @@ from .storage import StorageFacts, storage_of
 
 DURATION = r"^[0-9]+h$"
 DRILL_PREFIX = "drill-"
-# The secret Pulumi config key holding the provider's credentials file (Velero's `cloud` key).
-CREDENTIALS_KEY = "trainyard:backupCredentials"
 
 
 class Tier(Strict):

@@ -16,8 +16,9 @@ from . import runtimes
 from .backup import BackupFacts, backup_of
 from .base import parse_quantity
 from .cluster import GpuStack
-from .errors import SpecError
+from .errors import SpecError, rooted
 from .flavors import CPU, MEMORY, Flavor, build_flavor
+from .keys import PLATFORM_KEY
 from .platform import PlatformSpec
 from .pools import PoolSpec
 from .queueing import QueueingFacts, derive_queueing
@@ -119,8 +120,6 @@ def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flav
 
 
 def _check_pools_fit_cluster(spec: PlatformSpec) -> None:
-    from .load import PLATFORM_KEY  # load imports this module
-
     problem = next(spec.cluster.pool_problems(spec.pools), None)
     if problem is not None:
         raise SpecError(f"{PLATFORM_KEY}.{problem[0]}", problem[1])
@@ -128,7 +127,10 @@ def _check_pools_fit_cluster(spec: PlatformSpec) -> None:
 
 def derive(spec: PlatformSpec, stack: str) -> Platform:
     _check_pools_fit_cluster(spec)
-    storage, backup = backup_of(spec, spec.cluster.identifier(stack))
+    try:
+        storage, backup = backup_of(spec, spec.cluster.identifier(stack))
+    except ValueError as mistake:  # storage and backup checks need the derived facts
+        raise rooted(PLATFORM_KEY, str(mistake)) from None
     flavors = {name: build_flavor(name, pool, spec.cluster) for name, pool in spec.pools.items()}
     teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
     gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})

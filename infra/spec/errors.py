@@ -35,6 +35,15 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return "".join(parts)
 
 
+_PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
+
+
+def rooted(root: str, message: str) -> SpecError:
+    """A check's "field.path: what to do" message as a SpecError at that path under `root`."""
+    match = _PATH_IN_MESSAGE.match(message)
+    return SpecError(f"{root}.{match.group(1)}", match.group(2)) if match else SpecError(root, message)
+
+
 def from_validation_error(error: ValidationError, root: str) -> SpecError:
     """The first pydantic error as a SpecError rooted at the stack-file key."""
     first = error.errors()[0]

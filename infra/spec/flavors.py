@@ -11,7 +11,7 @@ which the cohort can lend but no team is guaranteed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
@@ -62,6 +62,12 @@ class Flavor:
     max_capacity: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))  # at max nodes
     origin: str = ""  # what the capacity is derived from, for people: "4 x p5.48xlarge (8 x H100-SXM-80GB)"
     gpu: GpuOffer | None = None
+
+
+def distinct_tolerations(flavors: Sequence[Flavor]) -> list[Mapping[str, str]]:
+    """The tolerations that let a pod onto every one of these flavors' pools, each once, in order."""
+    every = [t for flavor in flavors for t in flavor.tolerations]
+    return [t for i, t in enumerate(every) if t not in every[:i]]
 
 
 def gpu_offer(name: str, pool: PoolSpec, stack: GpuStack) -> GpuOffer | None:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
 
-from .backup import CREDENTIALS_KEY
 from .derive import Platform, derive
-from .errors import SpecError, from_validation_error
+from .errors import SpecError, from_validation_error, rooted
+from .keys import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT, SECRET_KEYS
 from .platform import PlatformSpec
 
 if TYPE_CHECKING:
     import pulumi
 
-PROJECT = "trainyard"
-PLATFORM_KEY = f"{PROJECT}:platform"
-KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
-# Keys that hold credentials: each in its own key, always encrypted, never inside trainyard:platform.
-SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY)
-_PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
 
 
 def stack_path(stack: str, root: Path) -> Path:
@@ -36,6 +29,11 @@ def stack_path(stack: str, root: Path) -> Path:
 def stack_name(path: Path) -> str:
     name = path.name
     return name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+
+
+def stack_names(root: Path) -> list[str]:
+    """Every stack of the repository (stacks/Pulumi.<name>.yaml), sorted."""
+    return sorted(stack_name(path) for path in (root / "stacks").glob("Pulumi.*.yaml"))
 
 
 def read_stack_config(path: Path) -> dict[str, Any]:
@@ -65,10 +63,7 @@ def validate(raw: object, stack: str) -> Platform:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as error:
         failure = from_validation_error(error, PLATFORM_KEY)
-        match = _PATH_IN_MESSAGE.match(failure.message)
-        if match and failure.path == PLATFORM_KEY:
-            raise SpecError(f"{PLATFORM_KEY}.{match.group(1)}", match.group(2)) from None
-        raise failure from None
+        raise (rooted(PLATFORM_KEY, failure.message) if failure.path == PLATFORM_KEY else failure) from None
     return derive(spec, stack)
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .backup import BackupSpec, backup_of
+from .backup import BackupSpec
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
 from .policy import PolicySpec
@@ -94,7 +94,6 @@ class PlatformSpec(Strict):
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
-        backup_of(self, self.cluster.identifier("stack"))  # storage/backup mistakes fail at load
         return self
 
     def namespaces(self, team: str) -> list[str]:

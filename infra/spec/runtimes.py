@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .base import parse_quantity
+from .flavors import distinct_tolerations
 
 if TYPE_CHECKING:
     from .derive import Flavor
@@ -148,16 +149,12 @@ def fabric_env(fabric: str, overrides: Mapping[str, str]) -> dict[str, str]:
     return {**FABRIC_ENV.get(fabric, {}), **overrides}
 
 
-def _unique(tolerations: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
-    return [t for i, t in enumerate(tolerations) if t not in tolerations[:i]]
-
-
 def render_stack(trainer: TrainerSpec, flavors: Sequence[Flavor],
                  pools: Mapping[str, PoolSpec]) -> tuple[dict[str, Any], ...]:
     """Every runtime the stack lists, generic and per pool with fabric or topology, in a stable order."""
     gpu = [f for f in flavors if f.gpu_resources]
-    gpu_tolerations = _unique([t for f in gpu for t in f.tolerations])
-    cpu_tolerations = _unique([t for f in flavors if not f.gpu_resources for t in f.tolerations])
+    gpu_tolerations = distinct_tolerations(gpu)
+    cpu_tolerations = distinct_tolerations([f for f in flavors if not f.gpu_resources])
     overrides: dict[str, Mapping[str, str]] = {str(k): v for k, v in trainer.fabric_env.items()}
     rendered: list[dict[str, Any]] = []
     for name in trainer.runtimes:
