@@ -29,7 +29,7 @@ def test_each_team_becomes_namespaces_quota_and_queues() -> None:
     for team_name, team in platform.spec.teams.items():
         cq = _by_name(kube_objects(capture, "ClusterQueue"), team_name)
         selected = cq["spec"]["namespaceSelector"]["matchExpressions"][0]["values"]
-        assert selected == platform.spec.namespaces(team_name)
+        assert selected == [*platform.spec.namespaces(team_name), f"{team_name}-accept"]
         flavors = {f["name"]: f for f in cq["spec"]["resourceGroups"][0]["flavors"]}
         assert set(flavors) == set(team.quota)
         for pool_name in team.quota:

@@ -14,7 +14,7 @@ from .pools import PoolSpec
 from .queueing import Queueing, check_queueing
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
-from .teams import GroupName, TeamSpec
+from .teams import GroupName, TeamSpec, acceptance_namespace
 from .versions import Versions, verdicts
 
 
@@ -127,7 +127,8 @@ def _check_team_quotas(pools: dict[str, PoolSpec], teams: dict[str, TeamSpec]) -
 
 
 def _check_namespaces_unique(teams: dict[str, TeamSpec]) -> None:
-    owner: dict[str, str] = {}
+    # Each team's acceptance namespace is reserved too: `trainyard accept` creates and deletes it.
+    owner = {acceptance_namespace(name): f"{name} (its acceptance runs)" for name in teams}
     for team_name, team in teams.items():
         for namespace in team.namespaces or [team_name]:
             if namespace in owner:

@@ -17,6 +17,12 @@ RESERVED_NAMESPACES = frozenset(
 )
 
 
+def acceptance_namespace(team: str) -> str:
+    """The namespace `trainyard accept` creates for its run on a team's queue and removes afterwards; the team's
+    ClusterQueue admits it by name like the team's own namespaces (docs/acceptance.md)."""
+    return f"{team}-accept"
+
+
 class PoolQuota(Strict):
     """A team's guaranteed share of one pool. GPUs count whole devices (or time-sliced replicas);
     cpu and memory default to the GPUs' share of the pool's nodes."""
