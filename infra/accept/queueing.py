@@ -31,12 +31,12 @@ def gang(run: Run) -> str:
                              f"{limit} there (guarantee plus borrowing limit, within the pool)")
 
     def violation() -> str | None:
-        pods = job_pods(run.kube, run.namespace, name)
-        if pods:
-            return f"partially started: {len(pods)} pod(s) of a job that cannot be admitted whole"
         trainjob = run.kube.trainjob(run.namespace, name)
         if trainjob and admitted(workload_of(run.kube, run.namespace, trainjob)):
             return f"admitted with {asked} GPUs of {pool}, above the team's limit of {limit}"
+        pods = job_pods(run.kube, run.namespace, name)
+        if pods:
+            return f"partially started: {len(pods)} pod(s) of a job that cannot be admitted whole"
         return None
 
     try:
