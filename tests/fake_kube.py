@@ -32,7 +32,7 @@ KINDS = {"namespaces": "Namespace", "pods": "Pod", "nodes": "Node", "events": "E
 
 
 @dataclass(frozen=True)
-class Path_:
+class ApiPath:
     group: str
     version: str
     resource: str
@@ -41,7 +41,7 @@ class Path_:
     sub: str
 
 
-def parse_path(path: str) -> Path_ | None:
+def parse_path(path: str) -> ApiPath | None:
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -52,8 +52,8 @@ def parse_path(path: str) -> Path_ | None:
     namespace = ""
     if len(rest) >= 3 and rest[0] == "namespaces":  # /namespaces/NS/RESOURCE[/NAME[/SUB]]
         namespace, rest = rest[1], rest[2:]
-    resource, name, sub = (rest + ["", "", ""])[:3]
-    return Path_(group, version, resource, namespace, name, sub)
+    resource, name, sub = [*rest, "", "", ""][:3]
+    return ApiPath(group, version, resource, namespace, name, sub)
 
 
 class Store:
@@ -113,6 +113,10 @@ class Store:
 
 class Conflict(Exception):
     pass
+
+
+class Refused(Exception):
+    """A hook's refusal, as an admission webhook or policy answers: 403 with its message."""
 
 
 def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -180,28 +184,27 @@ class FakeApiServer:
             def _handle(self, method: str) -> None:
                 url = urlparse(self.path)
                 server.requests.append((method, url.path))
-                body = self._body() if method in ("POST", "PUT", "PATCH") else None
+                body = self._body() if method in ("POST", "PATCH") else None
                 try:
                     code, payload, text = server.respond(method, url.path, parse_qs(url.query), body,
                                                          self.headers.get("Impersonate-User"),
                                                          self.headers.get_all("Impersonate-Group") or [])
                 except Conflict as error:
                     code, payload, text = 409, status(409, "AlreadyExists", str(error)), False
+                except Refused as error:
+                    code, payload, text = 403, status(403, "Forbidden", str(error)), False
                 self._send(code, payload, text)
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's names)
+            def do_GET(self) -> None:
                 self._handle("GET")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._handle("POST")
 
-            def do_PATCH(self) -> None:  # noqa: N802
+            def do_PATCH(self) -> None:
                 self._handle("PATCH")
 
-            def do_PUT(self) -> None:  # noqa: N802
-                self._handle("PUT")
-
-            def do_DELETE(self) -> None:  # noqa: N802
+            def do_DELETE(self) -> None:
                 self._handle("DELETE")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

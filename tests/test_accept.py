@@ -23,6 +23,7 @@ from infra.spec import SpecError
 
 from .conftest import capture_of, platform_of
 from .fake_cluster import FakeClock, SimulatedCluster
+from .fake_kube import Refused
 
 CONTEXT = "fake-admin"
 
@@ -183,8 +184,7 @@ def test_node_failure_drains_the_named_node_and_always_uncordons_it(cluster: Any
     sim = cluster("onprem-lab", "job_fails_on_drain")
     code, report, _ = run(sim, tmp_path, drain="gpu-a01", only=["node-failure"])
     assert code == FAILED
-    assert "time limit" in result(report, "node-failure")["summary"] or "Failed" in result(
-        report, "node-failure")["summary"]
+    assert result(report, "node-failure")["summary"] == "node-failure ended Failed instead of resuming"
     assert not sim.store.get("", "nodes", "", "gpu-a01")["spec"].get("unschedulable")
 
 
@@ -193,6 +193,28 @@ def test_node_failure_refuses_a_node_outside_the_team_gpu_pools(cluster: Any, tm
     code, report, _ = run(sim, tmp_path, drain="cpu-01", only=["node-failure"])
     assert code == FAILED and result(report, "node-failure")["summary"].startswith("node cpu-01 is in pool cpu")
     assert not sim.store.get("", "nodes", "", "cpu-01")["spec"].get("unschedulable")
+
+
+def test_a_refused_trainjob_fails_with_the_api_servers_message(cluster: Any, tmp_path: Path) -> None:
+    sim = cluster("local")
+
+    def refuse(_: dict[str, Any]) -> None:
+        raise Refused('admission webhook "vtrainjob.kb.io" denied the request: runtime not found')
+
+    sim.store.on_create[("trainer.kubeflow.org", "trainjobs")] = refuse
+    code, report, _ = run(sim, tmp_path, only=["checkpoint", "restore-drill"])
+    assert code == FAILED
+    assert result(report, "checkpoint")["summary"] == ('ForbiddenException: HTTP 403 Forbidden: admission webhook '
+                                                       '"vtrainjob.kb.io" denied the request: runtime not found')
+    assert result(report, "restore-drill")["status"] == "passed"  # one check failing does not stop the others
+
+
+def test_a_missing_drill_cronjob_fails_the_drill(cluster: Any, tmp_path: Path) -> None:
+    sim = cluster("local")
+    sim.store.delete("batch", "cronjobs", "velero", "restore-drill")
+    code, report, _ = run(sim, tmp_path, only=["restore-drill"])
+    assert code == FAILED
+    assert result(report, "restore-drill")["summary"].startswith("CronJob velero/restore-drill not found")
 
 
 def test_a_failed_restore_drill_fails_with_its_last_log_line(cluster: Any, tmp_path: Path) -> None:

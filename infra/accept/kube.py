@@ -10,7 +10,6 @@ from kubernetes.client.exceptions import ApiException
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 class Kube:

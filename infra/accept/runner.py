@@ -7,6 +7,7 @@ clock, so tests drive time instead of sleeping.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,5 +125,13 @@ def run_check(check: Check, run: Run) -> Result:
 
 
 def _first_line(error: Exception) -> str:
+    """The API server's own message for a refused request (ApiException carries it in its JSON body)."""
+    body, status = getattr(error, "body", None), getattr(error, "status", None)
+    if status is not None:
+        try:
+            message = json.loads(body).get("message", "") if body else ""
+        except ValueError:
+            message = str(body)
+        return f"HTTP {status} {getattr(error, 'reason', '')}: {message}".rstrip(": ")
     text = str(error).strip()
     return text.splitlines()[0] if text else "no message"

@@ -108,7 +108,8 @@ def _running_step(run: Run, name: str, at_least: int) -> tuple[dict[str, Any], i
 
 
 def _resumed(run: Run, name: str, gone: str, host: str) -> int | None:
-    """The step a new process on the same host started from, once a pod other than `gone` printed it."""
+    """The step a new process on the same host started from, once a pod other than `gone` printed it; Failed
+    when the job ends without one."""
     for pod in job_pods(run.kube, run.namespace, name):
         if pod["metadata"]["name"] == gone:
             continue
@@ -116,6 +117,10 @@ def _resumed(run: Run, name: str, gone: str, host: str) -> int | None:
         resumed = [step for start_host, step in starts if start_host == host]
         if resumed:
             return resumed[-1]
+    state = finished(run.kube.trainjob(run.namespace, name))
+    if state is not None:
+        run.evidence[name] = evidence(run.kube, run.namespace, name)
+        raise Failed(f"{name} ended {state} instead of resuming")
     return None
 
 
