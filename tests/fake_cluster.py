@@ -335,7 +335,8 @@ class SimulatedCluster:
             else:
                 self.api.logs[("velero", f"{name}-x1")] = [
                     "drill drill-20261130-120000 passed: backup daily-20261130020000 (completed "
-                    "2026-11-30T02:10:00Z, 10h old) restored in 312s; markers of demo=drill-demo verified"]
+                    "2026-11-30T02:10:00Z, 10h old) restored in 312s; markers of " + " ".join(
+                    f"{s}={d}" for s, d in self.platform.backup.drill_namespaces.items()) + " verified"]
                 _set(job, _cond("Complete"))
 
     def step(self) -> None:

@@ -89,9 +89,12 @@ def history(workload: dict[str, Any] | None) -> dict[str, Any]:
                for a in (status.get("admission") or {}).get("podSetAssignments", [])}
     return {"workload": workload["metadata"]["name"], "clusterQueue": (status.get("admission") or {}).get(
                 "clusterQueue"), "flavors": flavors,
-            "conditions": [f"{c.get('lastTransitionTime', '')} {c.get('type')}={c.get('status')} "
-                           f"{c.get('reason', '')}: {c.get('message', '')}".strip()
-                           for c in status.get("conditions", []) or []]}
+            "conditions": [_condition_line(c) for c in status.get("conditions", []) or []]}
+
+
+def _condition_line(item: dict[str, Any]) -> str:
+    line = f"{item.get('lastTransitionTime', '')} {item.get('type')}={item.get('status')} {item.get('reason', '')}"
+    return line.strip() + (f": {item['message']}" if item.get("message") else "")
 
 
 def pod_lines(pods: list[dict[str, Any]]) -> list[str]:
@@ -116,7 +119,5 @@ def evidence(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     names = {name, *(p["metadata"]["name"] for p in pods)}
     if workload:
         names.add(workload["metadata"]["name"])
-    return {"trainjob": [f"{c.get('lastTransitionTime', '')} {c.get('type')}={c.get('status')} "
-                         f"{c.get('reason', '')}".strip()
-                         for c in (trainjob or {}).get("status", {}).get("conditions", []) or []],
+    return {"trainjob": [_condition_line(c) for c in (trainjob or {}).get("status", {}).get("conditions", []) or []],
             **history(workload), "pods": pod_lines(pods), "events": events_for(kube, namespace, names)}
