@@ -4,6 +4,7 @@ exit codes 0, 1 and 2; no real sleeping (the clock is simulated)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -19,9 +20,12 @@ from infra.accept import command
 from infra.accept.command import CANNOT_RUN, FAILED, PASSED, accept, checks, select
 from infra.accept.status import parse
 from infra.cli import ROOT, main
-from infra.spec import SpecError
+from infra.offline.schema import CrdIndex, check_custom
+from infra.platform.admission import policies
+from infra.spec import SpecError, validate
 
-from .conftest import capture_of, platform_of
+from .cel import denials
+from .conftest import capture_of, platform_of, raw_platform
 from .fake_cluster import FakeClock, SimulatedCluster
 from .fake_kube import Refused
 
@@ -105,6 +109,30 @@ def test_multi_node_runs_report_the_all_reduce_bandwidth(cluster: Any, tmp_path:
     assert any(line.startswith("torchtune") for line in check["evidence"]["not run"])
     pods = check["evidence"]["e2e-torch-h100"]["pods"]
     assert len(pods) == 2 and len({line.split(" on ")[1] for line in pods}) == 2  # two nodes
+
+
+def test_every_trainjob_the_suite_submits_is_valid_and_admitted_by_the_platform(cluster: Any, tmp_path: Path,
+                                                                                crds_dir: Path) -> None:
+    """The suite's TrainJobs are tenants' TrainJobs: valid against the pinned CRDs and passing every admission
+    policy of the stack in the run's namespace (evaluated as the API server does, tests/cel.py)."""
+    sim = cluster("onprem-lab")
+    submitted: list[dict[str, Any]] = []
+    simulate = sim.store.on_create[("trainer.kubeflow.org", "trainjobs")]
+    sim.store.on_create[("trainer.kubeflow.org", "trainjobs")] = lambda job: (
+        submitted.append(copy.deepcopy(job)), simulate(job))
+    code, _, _ = run(sim, tmp_path, only=["end-to-end", "gang", "checkpoint", "node-failure"], drain="gpu-a02")
+    assert code == PASSED
+    index = CrdIndex(crds_dir, sim.platform.spec.versions.crd_dirs())
+    rules = policies(sim.platform)
+    assert len(submitted) == 16 and {"trainyard-queue-required", "trainyard-fabric-request"} <= set(rules)
+    for job in submitted:
+        job = {k: v for k, v in job.items() if k in ("apiVersion", "kind", "spec")} | {"metadata": {
+            k: job["metadata"][k] for k in ("name", "namespace", "labels")}}
+        assert check_custom(job, index) == [], job["metadata"]["name"]
+        for name, policy in rules.items():
+            matched = {r for rule in policy["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+            if "trainjobs" in matched:
+                assert denials(policy, job, "trainjobs", "vision-accept") == [], (job["metadata"]["name"], name)
 
 
 def test_a_multi_node_run_without_a_bandwidth_figure_fails(cluster: Any, tmp_path: Path) -> None:
@@ -299,3 +327,10 @@ def test_the_program_saves_its_step_and_resumes_from_it(tmp_path: Path) -> None:
     assert first.done == {"job-node-0-0"}
     second = parse(start(5))
     assert second.starts == [("job-node-0-0", 3)] and second.steps == {"job-node-0-0": 5}
+
+
+def test_a_team_may_not_declare_another_teams_acceptance_namespace() -> None:
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["speech"]["namespaces"] = ["speech", "vision-accept"]
+    with pytest.raises(SpecError, match="'vision-accept' already belongs to team 'vision \\(its acceptance runs\\)'"):
+        validate(raw, "onprem-lab")

@@ -65,6 +65,8 @@ def test_queue_names_are_the_local_queues_of_each_namespace(stack: str) -> None:
     declared: dict[str, list[str]] = {}
     for queue in kube_objects(capture, "LocalQueue"):
         declared.setdefault(queue["metadata"]["namespace"], []).append(queue["metadata"]["name"])
+    for team in platform_of(stack).teams:  # the LocalQueue that `trainyard accept` creates for its run
+        declared[f"{team.name}-accept"] = [team.queue]
     assert {ns: sorted(names) for ns, names in queues.items()} == {ns: sorted(n) for ns, n in declared.items()}
 
 

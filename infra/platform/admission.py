@@ -108,7 +108,7 @@ def _owned_by(kind: str, group: str) -> str:
 
 
 def queue_policy(platform: Platform) -> dict[str, Any]:
-    queues = {ns: [team.queue] for team in platform.teams for ns in team.namespaces}
+    queues = {ns: [team.queue] for team in platform.teams for ns in team.job_namespaces}
     labelled = (f"(has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels && "
                 f"request.namespace in variables.queues && "
                 f"object.metadata.labels['{QUEUE_LABEL}'] in variables.queues[request.namespace])")
@@ -183,7 +183,7 @@ def gpu_resources(platform: Platform) -> list[str]:
 def gpu_namespaces(platform: Platform) -> list[str]:
     names = gpu_resources(platform)
     return sorted(ns for team in platform.teams if any(team.totals.get(r, 0) > 0 for r in names)
-                  for ns in team.namespaces)
+                  for ns in team.job_namespaces)
 
 
 def gpu_policy(platform: Platform) -> dict[str, Any]:

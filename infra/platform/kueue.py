@@ -15,7 +15,6 @@ import yaml
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
-from infra.spec.teams import acceptance_namespace
 
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
@@ -101,7 +100,7 @@ def cluster_queue_spec(platform: Platform, team: TeamFacts, queue: TeamQueue) ->
         "cohortName": queueing.cohort,
         "namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In",
-             "values": [*team.namespaces, acceptance_namespace(team.name)]}]},
+             "values": list(team.job_namespaces)}]},
         "queueingStrategy": queueing.queueing_strategy,
         # One group: a job's cpu, memory and GPUs are charged to the same pool, tried in queue.flavors order.
         "resourceGroups": [{"coveredResources": list(queue.covered), "flavors": [

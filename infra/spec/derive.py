@@ -23,7 +23,7 @@ from .platform import PlatformSpec
 from .pools import PoolSpec
 from .queueing import QueueingFacts, derive_queueing
 from .storage import StorageFacts
-from .teams import TeamSpec
+from .teams import TeamSpec, acceptance_namespace
 from .versions import Verdict, verdicts
 
 
@@ -37,6 +37,12 @@ class TeamFacts:
     lending: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> lendingLimit
     weight: Decimal
     totals: Mapping[str, Decimal]  # resource -> sum over flavors (what a namespace may request)
+
+    @property
+    def job_namespaces(self) -> tuple[str, ...]:
+        """Where the team's jobs may run: its namespaces, and the acceptance namespace that `trainyard accept`
+        creates and removes (its queue and admission policies treat it as the team's)."""
+        return (*self.namespaces, acceptance_namespace(self.name))
 
 
 @dataclass(frozen=True)
