@@ -118,8 +118,12 @@ def test_every_trainjob_the_suite_submits_is_valid_and_admitted_by_the_platform(
     sim = cluster("onprem-lab")
     submitted: list[dict[str, Any]] = []
     simulate = sim.store.on_create[("trainer.kubeflow.org", "trainjobs")]
-    sim.store.on_create[("trainer.kubeflow.org", "trainjobs")] = lambda job: (
-        submitted.append(copy.deepcopy(job)), simulate(job))
+
+    def record(job: dict[str, Any]) -> None:
+        submitted.append(copy.deepcopy(job))
+        simulate(job)
+
+    sim.store.on_create[("trainer.kubeflow.org", "trainjobs")] = record
     code, _, _ = run(sim, tmp_path, only=["end-to-end", "gang", "checkpoint", "node-failure"], drain="gpu-a02")
     assert code == PASSED
     index = CrdIndex(crds_dir, sim.platform.spec.versions.crd_dirs())
