@@ -64,6 +64,7 @@ class SimulatedCluster:
         self.steps: dict[str, int] = {}  # pod name -> steps run by its process
         self.names = itertools.count(1)
         self.extra_grants: set[tuple[str, str, str]] = set()  # (user or group, verb, resource) allowed on top
+        self.withheld: set[tuple[str, str, str]] = set()  # ... and denied whatever the bindings say
         self.store.on_create[(TRAINER, "trainjobs")] = self._new_trainjob
         self.store.on_delete[("", "pods")] = self._pod_gone
         self.store.on_delete[(TRAINER, "trainjobs")] = self._trainjob_gone
@@ -106,7 +107,10 @@ class SimulatedCluster:
     def authorize(self, user: str, groups: list[str], attrs: dict[str, Any]) -> bool:
         if user == "admin":
             return True
-        if any((who, attrs.get("verb"), attrs.get("resource")) in self.extra_grants for who in (user, *groups)):
+        asked = [(who, attrs.get("verb"), attrs.get("resource")) for who in (user, *groups)]
+        if any(key in self.withheld for key in asked):
+            return False
+        if any(key in self.extra_grants for key in asked):
             return True
         rendered = [obj for _, obj in objects(self.capture)] if self.capture else []
         roles = {o["metadata"]["name"]: o.get("rules", []) for o in rendered if o.get("kind") == "ClusterRole"}

@@ -267,16 +267,24 @@ def test_a_right_beyond_the_access_matrix_fails_the_access_check(cluster: Any, t
         "says it cannot"]
 
 
-def test_the_access_check_sees_a_right_that_is_missing(cluster: Any, tmp_path: Path) -> None:
+def test_a_right_the_matrix_grants_but_the_cluster_withholds_fails_the_access_check(cluster: Any,
+                                                                                    tmp_path: Path) -> None:
     sim = cluster("local")
-    sim.capture = capture_of("local")  # the rendered grants, with the engineers' binding removed from the cluster
-    rendered = sim.authorize
-    sim.authorize = lambda user, groups, attrs: False if "demo-eng" in groups else rendered(  # type: ignore[method-assign]
-        user, groups, attrs)
-    sim.api.authorize = sim.authorize
+    sim.withheld.add(("demo-eng", "delete", "pods"))  # engineers may restart a stuck worker: here they cannot
     code, report, _ = run(sim, tmp_path, only=["access"])
-    assert code == CANNOT_RUN  # verify's own access matrix already sees it
-    assert "verify" in report["cannot_run"] and "ml-engineer" in report["cannot_run"]
+    assert code == FAILED
+    assert result(report, "access")["evidence"]["mismatches"] == [
+        "ml-engineer trainyard-accept-ml-engineer (group demo-eng) cannot delete core/pods in demo, the matrix says "
+        "it can"]
+
+
+def test_a_verify_problem_means_the_suite_cannot_run(cluster: Any, tmp_path: Path) -> None:
+    sim = cluster("local")
+    sim.withheld.add(("demo-eng", "create", "trainjobs"))  # verify's own access expectations see it
+    code, report, _ = run(sim, tmp_path)
+    assert code == CANNOT_RUN and report["checks"] == []
+    assert report["cannot_run"].startswith("`trainyard verify` found 1 problem(s):")
+    assert "ml-engineer" in report["cannot_run"] and "can not create trainjobs in demo" in report["cannot_run"]
 
 
 @pytest.mark.parametrize(("breakage", "reason"), [
