@@ -15,6 +15,7 @@ import yaml
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
+from infra.vocabulary import TEAM_LABEL
 
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
@@ -41,6 +42,11 @@ def manager_config(platform: Platform) -> dict[str, Any]:
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {"frameworks": FRAMEWORKS},
+        # Kueue suspends and queues every job of these kinds in a team namespace, with or without a queue
+        # label (one without a LocalQueue never starts): the queue is not a label a tenant may leave off.
+        # Elsewhere (platform namespaces) only labelled jobs are Kueue's.
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
         # All-or-nothing starts: a job whose pods are not all ready in time releases its quota.
         "waitForPodsReady": {
             "timeout": ready.timeout,

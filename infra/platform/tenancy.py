@@ -12,14 +12,11 @@ import pulumi_kubernetes as k8s
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.teams import TeamSpec
+from infra.vocabulary import NAME_LABEL, PSA_PREFIX, PSA_REASON, TEAM_LABEL
 
 from .objects import NETWORKING_API, child_opts, kube_object, metadata
 from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
-TEAM_LABEL = "trainyard.io/team"
-PSA_PREFIX = "pod-security.kubernetes.io"
-PSA_REASON = "trainyard.io/pod-security-reason"
-NAME_LABEL = "kubernetes.io/metadata.name"
 CI_SERVICE_ACCOUNT = "trainyard-ci"
 
 # The Trainer controller's TrainJob status server (chart value manager.config.statusServer.port in

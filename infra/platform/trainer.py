@@ -13,6 +13,15 @@ from infra.spec import Platform
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 NAMESPACE = "kubeflow-system"
+# The Helm releases (the chart resources' names below) and the controller ServiceAccounts the charts name
+# after them: kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/templates/rbac/service_account.yaml
+# ("<fullname>-controller-manager") and kubernetes-sigs/jobset@v0.12.0 charts/jobset/templates/rbac/
+# service_account.yaml ("<fullname>-controller"); tests render both charts to check.
+TRAINER_RELEASE, JOBSET_RELEASE = "kubeflow-trainer", "jobset"
+TRAINER_SERVICE_ACCOUNT = f"{TRAINER_RELEASE}-controller-manager"
+JOBSET_SERVICE_ACCOUNT = f"{JOBSET_RELEASE}-controller"
+TRAINER_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{TRAINER_SERVICE_ACCOUNT}"
+JOBSET_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{JOBSET_SERVICE_ACCOUNT}"
 
 
 def _image(reference: str) -> dict[str, str]:
@@ -42,9 +51,9 @@ class Trainer(pulumi.ComponentResource):
         super().__init__("trainyard:platform:Trainer", name, None, opts)
         versions = platform.spec.versions
         ns = namespace(NAMESPACE, "kubeflow-system", child_opts(self, provider))
-        jobset = helm_chart("jobset", versions.jobset_chart(), NAMESPACE, jobset_values(platform),
+        jobset = helm_chart(JOBSET_RELEASE, versions.jobset_chart(), NAMESPACE, jobset_values(platform),
                             child_opts(self, provider, depends_on=[ns]))
-        self.chart = helm_chart("kubeflow-trainer", versions.trainer_chart(), NAMESPACE, trainer_values(platform),
+        self.chart = helm_chart(TRAINER_RELEASE, versions.trainer_chart(), NAMESPACE, trainer_values(platform),
                                 child_opts(self, provider, depends_on=[jobset]))
         # The Trainer webhook validates every runtime and fails closed: runtimes wait for the release.
         for runtime in platform.runtimes:
