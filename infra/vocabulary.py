@@ -22,6 +22,7 @@ NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every nam
 PSA_PREFIX = "pod-security.kubernetes.io"
 PSA_REASON = "trainyard.io/pod-security-reason"  # annotation: why a team namespace runs `baseline`
 DRILL_LABEL = "trainyard.io/drill"  # on the restore drill's Restores
+BACKUP_MARKER = "trainyard-backup-marker"  # the ConfigMap in each team namespace that a restore drill checks
 
 # --- the GPU predicate ----------------------------------------------------------------------------------
 
@@ -142,3 +143,4 @@ REGISTRY_POLICY = "trainyard-allowed-registries"
 GPU_QUOTA_POLICY = "trainyard-gpu-quota"
 FABRIC_POLICY = "trainyard-fabric-request"
 SECRETS_POLICY = "trainyard-no-token-secrets"
+EVIDENCE_POLICY = "trainyard-drill-evidence"

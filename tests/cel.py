@@ -18,7 +18,7 @@ def _compile(env: celpy.Environment, expression: str) -> Any:
 TENANT = {"username": "oidc:alice", "groups": ["oidc:vision-eng", "system:authenticated"]}
 
 
-def denials(policy: dict[str, Any], obj: dict[str, Any], resource: str, namespace: str,
+def denials(policy: dict[str, Any], obj: dict[str, Any] | None, resource: str, namespace: str,
             operation: str = "CREATE", user: dict[str, Any] | None = None,
             old: dict[str, Any] | None = None) -> list[str]:
     """The messages of the validations that do not hold for `obj` (a CEL evaluation error counts as a

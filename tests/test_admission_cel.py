@@ -314,3 +314,27 @@ def test_nobody_creates_service_account_token_secrets() -> None:
     assert denials(policy, plain, "secrets", "vision") == []
     del plain["type"]
     assert denials(policy, plain, "secrets", "vision") == []
+
+
+def _marker(namespace: str = "vision") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "trainyard-backup-marker",
+                                                                  "namespace": namespace}, "data": {"namespace": "x"}}
+
+
+@pytest.mark.parametrize(("user", "allowed"), [
+    ({"username": "oidc:alice", "groups": ["oidc:vision-eng"]}, False),
+    ({"username": "oidc:bob", "groups": ["oidc:nlp-read"]}, False),
+    (CI_USER, False),
+    ({"username": "system:serviceaccount:vision:default", "groups": ["system:serviceaccounts:vision"]}, False),
+    ({"username": "system:serviceaccount:velero:velero", "groups": ["system:serviceaccounts:velero"]}, True),
+    ({"username": "oidc:admin", "groups": ["oidc:platform-admins"]}, True),
+])
+def test_tenants_cannot_touch_the_drill_evidence(user: dict[str, Any], allowed: bool) -> None:
+    policy = _policy("trainyard-drill-evidence")
+    for operation in ("CREATE", "UPDATE", "DELETE"):
+        obj = None if operation == "DELETE" else _marker()
+        got = denials(policy, obj, "configmaps", "vision", operation, user=user, old=_marker())
+        assert (got == []) is allowed, operation
+    other = _marker()
+    other["metadata"]["name"] = "my-config"
+    assert denials(policy, other, "configmaps", "vision", user=user) == []

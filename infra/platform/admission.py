@@ -13,6 +13,7 @@ bound to every namespace carrying the team label (restore-drill copies included:
 - gpu-quota: GPUs only in namespaces whose team has a GPU quota.
 - secrets: no ServiceAccount token Secrets (a never-expiring credential); CI identities submit TrainJobs
   that reference no Secret and run on a ClusterTrainingRuntime.
+- drill-evidence: tenants cannot create, change or delete the backup marker the restore drill checks.
 - fabric-request (stacks whose pools have fabric devices): a TrainJob on a runtime pinned to such a pool
   requests the node's fabric devices (all EFA interfaces; the declared RDMA devices); without them NCCL
   silently falls back to TCP.
@@ -33,8 +34,11 @@ import pulumi_kubernetes as k8s
 from infra.spec import Platform
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
 from infra.spec.runtimes import pod_specs
+from infra.spec.versions import AWS_CLI_IMAGE
 from infra.vocabulary import (
+    BACKUP_MARKER,
     CONTAINER_FIELDS,
+    EVIDENCE_POLICY,
     FABRIC_POLICY,
     GPU_QUOTA_POLICY,
     POD_SECURITY_POLICY,
@@ -305,6 +309,34 @@ def secrets_policy(ci_users: Sequence[str], ci_groups: Sequence[str]) -> dict[st
     }
 
 
+def tenant_identities(platform: Platform) -> tuple[list[str], list[str]]:
+    """(usernames, groups) that act for tenants: the persona groups of every team, the CI ServiceAccounts,
+    and every ServiceAccount of a team namespace (what a tenant's pod runs as)."""
+    users, ci_groups = ci_subjects(platform)
+    names = {g for spec in platform.spec.teams.values() for g in (*spec.groups.engineers, *spec.groups.analysts)}
+    groups = {platform.spec.identity.group(name) for name in names} | set(ci_groups)
+    groups |= {f"system:serviceaccounts:{ns}" for team in platform.teams for ns in team.namespaces}
+    return users, sorted(groups)
+
+
+def evidence_policy(platform: Platform) -> dict[str, Any]:
+    """The backup marker is the restore drill's evidence: tenants may not create, change or delete it
+    (their persona may edit ConfigMaps, and RBAC cannot except one name from a grant of all)."""
+    users, groups = tenant_identities(platform)
+    name = ("(request.operation == 'DELETE' ? oldObject.metadata.name : "
+            "(has(object.metadata.name) ? object.metadata.name : ''))")
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": _rules(["configmaps"], ["CREATE", "UPDATE", "DELETE"])},
+        "variables": [{"name": "tenant", "expression": (
+            f"request.userInfo.username in {_lit(users)} || (has(request.userInfo.groups) && "
+            f"request.userInfo.groups.exists(g, g in {_lit(groups)}))")}],
+        "validations": [{"expression": f"!variables.tenant || {name} != '{BACKUP_MARKER}'",
+                         "message": f"{BACKUP_MARKER} is the restore drill's evidence: only the platform writes it",
+                         "reason": "Forbidden"}],
+    }
+
+
 def fabric_runtimes(platform: Platform) -> dict[str, dict[str, Any]]:
     """Runtime name -> {resource, count}: what a pod of a runtime pinned to a pool with fabric devices requests."""
     requests = {name: pool.fabric_request for name, pool in platform.spec.pools.items() if pool.fabric_request}
@@ -344,9 +376,10 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def platform_images(platform: Platform) -> list[str]:
-    """The runtimes' images: always admitted, at any pinned tag (they are reviewed here)."""
+    """The runtimes' images, and the object-storage client of the documented publish step
+    (examples/*/publish.yaml): always admitted, at any pinned tag (they are reviewed here)."""
     return [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
-            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c]
+            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE]
 
 
 def policies(platform: Platform) -> dict[str, dict[str, Any]]:
@@ -358,6 +391,7 @@ def policies(platform: Platform) -> dict[str, dict[str, Any]]:
         REGISTRY_POLICY: registry_policy(platform, platform_images(platform)),
         GPU_QUOTA_POLICY: gpu_policy(platform),
         SECRETS_POLICY: secrets_policy(users, ci_groups),
+        EVIDENCE_POLICY: evidence_policy(platform),
         **({FABRIC_POLICY: fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
     }
 

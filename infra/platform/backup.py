@@ -15,7 +15,7 @@ from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
-from infra.vocabulary import DRILL_LABEL
+from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL
 
 from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
 from .storage import JOB_RESOURCES, RESTRICTED
@@ -25,7 +25,7 @@ NAMESPACE = "velero"
 LOCATION = "default"
 CREDENTIALS = "velero-credentials"
 VOLUME_POLICY = "volume-policy"
-MARKER = "trainyard-backup-marker"
+MARKER = BACKUP_MARKER
 MARKER_LABEL = "trainyard.io/backup-marker"
 DRILL = "restore-drill"
 JANITOR = "trainyard-janitor"
