@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,8 +16,9 @@ from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
-from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL
+from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 
+from .network import ANYWHERE, Flow, guard_namespace, metrics
 from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
 from .storage import JOB_RESOURCES, RESTRICTED
 
@@ -56,6 +58,21 @@ def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool) -> d
         "serviceAccount": {"server": {"annotations": dict(facts.identity or {})}},
         "metrics": {"enabled": True},
     }
+
+
+def object_storage_flow(platform: Platform) -> Flow:
+    """Velero's server and node agents write to the location's bucket: the in-cluster Ceph RGW by its pods,
+    else an object store whose service addresses are not fixed, on the location's port."""
+    url = str(platform.backup.config.get("s3Url") or "")
+    if url and url == platform.storage.rgw_url:
+        rook = platform.spec.storage.rook_ceph.namespace
+        peers = [{"namespaceSelector": {"matchLabels": {NAME_LABEL: rook}},
+                  "podSelector": {"matchLabels": {"app": "rook-ceph-rgw"}}}]
+        return Flow("object-storage", "Egress", peers, (80, 8080), "backups to the in-cluster Ceph RGW")
+    parsed = urlparse(url)
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    return Flow("object-storage", "Egress", ANYWHERE, tuple(sorted({443, port})),
+                "backups to the object store, whose service addresses are not fixed")
 
 
 def location_spec(facts: BackupFacts, with_secret: bool) -> dict[str, Any]:
@@ -219,6 +236,8 @@ class Backup(pulumi.ComponentResource):
         ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={
             "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
         in_ns = child_opts(self, provider, depends_on=[ns])
+        # Velero's metrics port is 8085 (chart 12.1.0 metrics.service.port).
+        guard_namespace(self, provider, NAMESPACE, ns, [object_storage_flow(platform), metrics(8085)])
         if with_secret and credentials is not None:
             # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
             k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),

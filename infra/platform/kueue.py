@@ -17,12 +17,17 @@ from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
 from infra.vocabulary import TEAM_LABEL
 
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace
+from .network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
 FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
 ADMITTING_EFFECTS = ("NoSchedule", "NoExecute")  # Kueue ignores PreferNoSchedule flavor taints
+# The controller's ports in kueue 0.19.2's Deployment: webhook 9443, visibility API 8082, metrics 8443.
+FLOWS = [webhooks(9443, "Kueue's webhooks"),
+         Flow("visibility", "Ingress", ANYWHERE, (8082,), "the API server proxies Kueue's visibility API"),
+         metrics(8443)]
 
 
 def manager_config(platform: Platform) -> dict[str, Any]:
@@ -133,7 +138,10 @@ class Kueue(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Kueue", name, None, opts)
-        ns = namespace(NAMESPACE, "kueue-system", child_opts(self, provider))
+        # The chart's pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
+        ns = namespace(NAMESPACE, "kueue-system", child_opts(self, provider),
+                       labels=psa_labels("restricted", platform.spec.versions.kubernetes))
+        guard_namespace(self, provider, NAMESPACE, ns, FLOWS)
         self.chart = helm_chart("kueue", platform.spec.versions.kueue_chart(), NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=[ns]))
         # Kueue's webhooks fail closed: every queue object waits for the release.
