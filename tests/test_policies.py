@@ -249,8 +249,9 @@ VIOLATING.update({
         ("cluster-wide Secret reader",
          add(reg(CR, "reader", obj("ClusterRole", "reader", rules=[{"apiGroups": [""], "resources": ["secrets"],
                                                                      "verbs": ["get", "list"]}])),
-             reg(CRB, "reader-binding", obj("ClusterRoleBinding", "reader", roleRef={"kind": "ClusterRole", "name": "reader"},
-                                    subjects=[{"kind": "ServiceAccount", "name": "x", "namespace": "kueue-system"}]))),
+             reg(CRB, "reader-binding", obj("ClusterRoleBinding", "reader",
+                                            roleRef={"kind": "ClusterRole", "name": "reader"},
+                                            subjects=[{"kind": "ServiceAccount", "name": "x", "namespace": "kueue-system"}]))),
          "ClusterRoleBinding reader-binding"),
     ],
     "tenant-network": [
