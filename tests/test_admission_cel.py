@@ -167,7 +167,7 @@ def test_pod_level_escapes_are_denied(spec: dict[str, Any], allowed: bool) -> No
 def test_a_trainjob_patch_may_leave_the_user_to_its_runtime_but_not_choose_root() -> None:
     policy = _policy("trainyard-pod-security")
     job = _trainjob()
-    pod = {"containers": [{"name": "node"}]}
+    pod: dict[str, Any] = {"containers": [{"name": "node"}]}
     job["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {
         "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
     assert denials(policy, job, "trainjobs", "vision") == []

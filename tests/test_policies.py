@@ -251,7 +251,8 @@ VIOLATING.update({
                                                                      "verbs": ["get", "list"]}])),
              reg(CRB, "reader-binding", obj("ClusterRoleBinding", "reader",
                                             roleRef={"kind": "ClusterRole", "name": "reader"},
-                                            subjects=[{"kind": "ServiceAccount", "name": "x", "namespace": "kueue-system"}]))),
+                                            subjects=[{"kind": "ServiceAccount", "name": "x",
+                                                       "namespace": "kueue-system"}]))),
          "ClusterRoleBinding reader-binding"),
     ],
     "tenant-network": [

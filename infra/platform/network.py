@@ -21,7 +21,8 @@ from infra.vocabulary import NAME_LABEL, TEAM_LABEL
 from .objects import NETWORKING_API, child_opts, kube_object, metadata
 
 ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
-CLUSTER_PODS = [{"namespaceSelector": {}}]  # any pod of the cluster (Prometheus, wherever it runs)
+# any pod of the cluster (Prometheus, wherever it runs)
+CLUSTER_PODS: list[dict[str, Any]] = [{"namespaceSelector": {}}]
 TEAM_PODS = [{"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}}]
 API_SERVER_PORTS = (443, 6443)  # the kubernetes Service's port, and the endpoints' usual port
 
