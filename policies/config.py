@@ -17,7 +17,7 @@ from typing import Any
 from infra.spec import Platform, SpecError, load_file, stack_path
 
 ROOT = Path(__file__).resolve().parents[1]
-TENANT_RULE = "no-tenant-cluster-admin"
+TENANT_RULES = ("no-tenant-cluster-admin", "tenant-rbac")  # the rules that must know who the admins are
 
 
 def pack_config(platform: Platform) -> dict[str, Any]:
@@ -26,7 +26,8 @@ def pack_config(platform: Platform) -> dict[str, Any]:
         name: {"enforcementLevel": level} for name, level in sorted(platform.spec.policy.levels.items())
     }
     identity = platform.spec.identity
-    config.setdefault(TENANT_RULE, {})["adminGroups"] = [identity.group(g) for g in identity.platform_admins]
+    for rule in TENANT_RULES:
+        config.setdefault(rule, {})["adminGroups"] = [identity.group(g) for g in identity.platform_admins]
     return config
 
 

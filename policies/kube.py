@@ -11,19 +11,17 @@ from typing import Any
 
 from pulumi_policy import PolicyResource
 
-from infra.platform.admission import WORKLOADS
+from infra.vocabulary import (  # re-exported: the rules read pods through these
+    GPU_RESOURCE_PREFIX,
+    POD_SPEC_PATHS,
+    TEAM_LABEL,
+    containers,
+    pod_specs,
+    requests_gpu,
+)
 
 KUBERNETES = "kubernetes:"
 CHART_TYPES = frozenset({"kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release"})
-GPU_RESOURCE_PREFIX = "nvidia.com/"
-
-# Kind -> where its pod specs are ("*" walks a list): what admission checks, plus the controllers.
-POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    **{workload.kind: workload.path for workload in WORKLOADS.values()},
-    "ClusterTrainingRuntime": WORKLOADS["trainingruntimes"].path,
-    **{kind: ("spec", "template", "spec") for kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
-    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
 TRAINING_RUNTIMES = frozenset({"TrainingRuntime", "ClusterTrainingRuntime"})
 
 
@@ -62,40 +60,6 @@ def meta(props: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any]]:
             labels if is_map(labels) else {})
 
 
-def _walk(value: Any, path: tuple[str, ...]) -> Iterator[Mapping[str, Any]]:
-    if not path:
-        if is_map(value):
-            yield value
-        return
-    head, rest = path[0], path[1:]
-    if head == "*":
-        for item in items(value):
-            yield from _walk(item, rest)
-    else:
-        yield from _walk(get(value, head), rest)
-
-
-def pod_specs(kind: str, props: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(_walk(props, POD_SPEC_PATHS.get(kind, ())) if kind in POD_SPEC_PATHS else [])
-
-
-def containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    found = []
-    for field in ("initContainers", "containers", "ephemeralContainers"):
-        found += [c for c in items(spec.get(field)) if is_map(c)]
-    return found
-
-
-def requests_gpu(spec: Mapping[str, Any]) -> bool:
-    for container in containers(spec):
-        for part in ("requests", "limits"):
-            amounts = get(container, "resources", part)
-            if is_map(amounts) and any(str(key).startswith(GPU_RESOURCE_PREFIX) and str(amounts[key]) != "0"
-                                       for key in amounts):
-                return True
-    return False
-
-
 def images(value: Any) -> Iterator[str]:
     """Every container image reference in an object or in chart values ({repository, tag} pairs too)."""
     if is_map(value):
@@ -115,3 +79,31 @@ def images(value: Any) -> Iterator[str]:
 
 def objects(resources: Sequence[PolicyResource], kind: str) -> list[PolicyResource]:
     return [r for r in resources if kind_of(r.resource_type) == kind]
+
+
+def team_namespaces(resources: Sequence[Any]) -> set[str]:
+    return {meta(ns.props)[1] for ns in objects(resources, "Namespace") if TEAM_LABEL in meta(ns.props)[2]}
+
+
+# Kubernetes' own groups that take in tenants too; other `system:` identities are the cluster's components.
+EVERYONE = ("system:authenticated", "system:unauthenticated", "system:serviceaccounts")
+
+
+def _is_tenant(kind: str, name: str, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> bool:
+    if kind == "ServiceAccount":
+        return namespace in tenant_namespaces
+    if name in EVERYONE or name.removeprefix("system:serviceaccounts:") in tenant_namespaces:
+        return True
+    return not name.startswith("system:") and name not in admins
+
+
+def tenant_subjects(subjects: Any, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> list[str]:
+    tenants = []
+    for subject in items(subjects):
+        kind, name = str(get(subject, "kind") or ""), str(get(subject, "name") or "")
+        if _is_tenant(kind, name, str(get(subject, "namespace") or namespace), tenant_namespaces, admins):
+            tenants.append(f"{kind} {name}")
+    return tenants
+
+
+__all__ = ["GPU_RESOURCE_PREFIX", "POD_SPEC_PATHS", "containers", "pod_specs", "requests_gpu"]

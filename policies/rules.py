@@ -22,12 +22,13 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from infra.platform.tenancy import TEAM_LABEL
 from infra.spec.pins import EXACT_VERSION, unpinned_image
 from infra.spec.versions import DEFAULT_JOBSET, Versions, verdicts
+from infra.vocabulary import PACK_RULES, TEAM_LABEL
 
 from . import stackconfig
-from .kube import CHART_TYPES, get, images, items, meta, objects
+from .kube import CHART_TYPES, get, images, items, meta, objects, team_namespaces, tenant_subjects
+from .tenancy_rules import no_private_keys, queue_isolation, team_pod_security, tenant_network, tenant_rbac
 from .tolerations import gpu_tolerations
 
 PACK_NAME = "trainyard"
@@ -76,27 +77,6 @@ def _role_key(kind: str, name: str, namespace: str) -> tuple[str, str]:
     return (kind, name) if kind == "ClusterRole" else (kind, f"{namespace}/{name}")
 
 
-# Kubernetes' own groups that take in tenants too; other `system:` identities are the cluster's components.
-EVERYONE = ("system:authenticated", "system:unauthenticated", "system:serviceaccounts")
-
-
-def _is_tenant(kind: str, name: str, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> bool:
-    if kind == "ServiceAccount":
-        return namespace in tenant_namespaces
-    if name in EVERYONE or name.removeprefix("system:serviceaccounts:") in tenant_namespaces:
-        return True
-    return not name.startswith("system:") and name not in admins
-
-
-def _tenant_subjects(subjects: Any, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> list[str]:
-    tenants = []
-    for subject in items(subjects):
-        kind, name = str(get(subject, "kind") or ""), str(get(subject, "name") or "")
-        if _is_tenant(kind, name, str(get(subject, "namespace") or namespace), tenant_namespaces, admins):
-            tenants.append(f"{kind} {name}")
-    return tenants
-
-
 def _tenant_admin(args: StackValidationArgs, report: ReportViolation) -> None:
     admins = {str(g) for g in items(args.get_config().get("adminGroups"))}
     tenant_namespaces = team_namespaces(args.resources)
@@ -117,17 +97,13 @@ def _tenant_admin(args: StackValidationArgs, report: ReportViolation) -> None:
                 report(f"RoleBinding {namespace}/{name} grants {key[1]} inside team namespace {namespace}",
                        binding.urn)
                 continue
-            tenants = _tenant_subjects(binding.props.get("subjects"), namespace, tenant_namespaces, admins)
+            tenants = tenant_subjects(binding.props.get("subjects"), namespace, tenant_namespaces, admins)
             if tenants:
                 report(f"{kind} {name} grants {key[1]} (every verb on every resource) to {', '.join(tenants)}: "
                        "bind tenants to the persona roles instead", binding.urn)
 
 
 # --- team-namespace-baseline ------------------------------------------------------------------------------
-
-def team_namespaces(resources: Sequence[Any]) -> set[str]:
-    return {meta(ns.props)[1] for ns in objects(resources, "Namespace") if TEAM_LABEL in meta(ns.props)[2]}
-
 
 def _default_deny(policy: Mapping[str, Any]) -> bool:
     spec = get(policy, "spec")
@@ -281,5 +257,15 @@ POLICIES: list[Policy] = [
            Severity.CRITICAL),
     _stack("kueue-trainer-compatible", "The installed Kueue, Kubeflow Trainer and JobSet versions are compatible.",
            _compatible, Severity.HIGH),
+    _stack("tenant-rbac", "No tenant holds admin/edit or a role that escalates, binds, impersonates or mints "
+           "tokens; nobody reads Secrets cluster-wide.", tenant_rbac, Severity.CRITICAL, ADMIN_GROUPS_SCHEMA),
+    _stack("tenant-network", "No Ingress in team namespaces; no NetworkPolicy open to every peer on every port.",
+           tenant_network, Severity.HIGH),
+    _stack("team-pod-security", "Team namespaces enforce restricted (or baseline) Pod Security; training runtimes "
+           "run unprivileged, off the host, as non-root.", team_pod_security, Severity.CRITICAL),
+    _stack("no-private-keys", "No private key in a ConfigMap.", no_private_keys, Severity.CRITICAL),
+    _stack("queue-isolation", "Every ClusterQueue names its namespaces; no PriorityClass outranks the platform's "
+           "priorities.", queue_isolation, Severity.HIGH),
 ]
 POLICY_NAMES = frozenset(policy.name for policy in POLICIES)
+assert frozenset(PACK_RULES) == POLICY_NAMES, "infra/vocabulary.py PACK_RULES must name the pack's rules"

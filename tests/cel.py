@@ -14,13 +14,21 @@ def _compile(env: celpy.Environment, expression: str) -> Any:
     return env.program(env.compile(expression))
 
 
-def denials(policy: dict[str, Any], obj: dict[str, Any], resource: str, namespace: str,
-            operation: str = "CREATE") -> list[str]:
+# Who asks when a test does not say: a tenant, as the API server names an OIDC user.
+TENANT = {"username": "oidc:alice", "groups": ["oidc:vision-eng", "system:authenticated"]}
+
+
+def denials(policy: dict[str, Any], obj: dict[str, Any] | None, resource: str, namespace: str,
+            operation: str = "CREATE", user: dict[str, Any] | None = None,
+            old: dict[str, Any] | None = None) -> list[str]:
     """The messages of the validations that do not hold for `obj` (a CEL evaluation error counts as a
-    denial, as it does under failurePolicy Fail, and is reported with its error)."""
+    denial, as it does under failurePolicy Fail, and is reported with its error). `user` is the request's
+    userInfo; `old` the object before an UPDATE."""
     env = celpy.Environment()
-    request = {"resource": {"resource": resource}, "namespace": namespace, "operation": operation}
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(obj), "request": celpy.json_to_cel(request)}
+    request = {"resource": {"resource": resource}, "namespace": namespace, "operation": operation,
+               "userInfo": user or TENANT}
+    activation: dict[str, Any] = {"object": celpy.json_to_cel(obj), "request": celpy.json_to_cel(request),
+                                  "oldObject": celpy.json_to_cel(old)}
     variables = celtypes.MapType({})
     for variable in policy.get("variables", []):
         value = _compile(env, variable["expression"]).evaluate({**activation, "variables": variables})

@@ -27,7 +27,7 @@ CR = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 ADMINS = "oidc:platform-admins"
-CONFIG = {"no-tenant-cluster-admin": {"adminGroups": [ADMINS]}}
+CONFIG = {"no-tenant-cluster-admin": {"adminGroups": [ADMINS]}, "tenant-rbac": {"adminGroups": [ADMINS]}}
 SECURE_CONFIG = {"trainyard:kubeconfig": {"secure": "v1:abc"}, "trainyard:platform": {"cluster": {}}}
 
 
@@ -47,7 +47,8 @@ def obj(kind: str, name: str, namespace: str = "", **fields: Any) -> dict[str, A
 
 def pod_template(**spec: Any) -> dict[str, Any]:
     return {"spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
-        "spec": {"containers": [{"name": "node", "image": "pytorch/pytorch:2.10.0"}], **spec}}}}}]}}}}
+        "spec": {"containers": [{"name": "node", "image": "pytorch/pytorch:2.10.0"}],
+                 "securityContext": {"runAsNonRoot": True}, **spec}}}}}]}}}}
 
 
 def baseline() -> dict[str, Registration]:
@@ -60,7 +61,8 @@ def baseline() -> dict[str, Registration]:
             custom=False),
         reg(CHART, "jobset", {"chart": "oci://registry.k8s.io/jobset/charts/jobset", "version": "0.12.0"},
             custom=False),
-        reg(NS, "ns-vision", obj("Namespace", "vision", meta={"labels": {"trainyard.io/team": "vision"}})),
+        reg(NS, "ns-vision", obj("Namespace", "vision", meta={"labels": {
+            "trainyard.io/team": "vision", "pod-security.kubernetes.io/enforce": "restricted"}})),
         reg(NS, "ns-kueue", obj("Namespace", "kueue-system")),
         reg(QUOTA, "vision-quota", obj("ResourceQuota", "team-quota", "vision", spec={"hard": {"requests.cpu": "8"}})),
         reg(LIMITS, "vision-limits", obj("LimitRange", "team-defaults", "vision", spec={"limits": []})),
@@ -157,7 +159,7 @@ VIOLATING: dict[str, list[tuple[str, dict[str, Registration], str]]] = {
          edit("vision-engineers", _set(("roleRef",), {"kind": "ClusterRole", "name": "cluster-admin"})),
          "RoleBinding vision-engineers"),
         ("wildcard role bound to a team ServiceAccount",
-         add(reg(CR, "god", obj("ClusterRole", "god", rules=[{"apiGroups": [""], "resources": ["*"],
+         add(reg(CR, "god", obj("ClusterRole", "god", rules=[{"apiGroups": ["batch"], "resources": ["*"],
                                                                "verbs": ["get"]}])),
              reg(CRB, "ci-god", obj("ClusterRoleBinding", "ci-god", roleRef={"kind": "ClusterRole", "name": "god"},
                                     subjects=[{"kind": "ServiceAccount", "name": "ci", "namespace": "vision"}]))),
@@ -215,6 +217,79 @@ VIOLATING: dict[str, list[tuple[str, dict[str, Registration], str]]] = {
         ("a Kueue minor outside the matrix", edit("kueue", _set(("version",), "0.99.0")), "Chart kueue"),
     ],
 }
+CM = "kubernetes:core/v1:ConfigMap"
+PRIORITY = "kubernetes:scheduling.k8s.io/v1:PriorityClass"
+WPC = "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"
+_POD = ("spec", "template", "spec", "replicatedJobs", 0, "template", "spec", "template", "spec")
+
+
+def _role_for_vision(rules: list[dict[str, Any]]) -> dict[str, Registration]:
+    return add(reg(CR, "risky", obj("ClusterRole", "risky", rules=rules)),
+               reg(RB, "vision-risky", obj("RoleBinding", "risky", "vision",
+                                           roleRef={"kind": "ClusterRole", "name": "risky"},
+                                           subjects=[{"kind": "Group", "name": "oidc:vision-eng"}])))
+
+
+VIOLATING.update({
+    "tenant-rbac": [
+        ("tenant bound to built-in admin",
+         edit("vision-engineers", _set(("roleRef",), {"kind": "ClusterRole", "name": "admin"})),
+         "RoleBinding vision-engineers"),
+        ("tenant bound to built-in edit",
+         edit("vision-engineers", _set(("roleRef",), {"kind": "ClusterRole", "name": "edit"})),
+         "RoleBinding vision-engineers"),
+        ("escalate", _role_for_vision([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"],
+                                        "verbs": ["escalate"]}]), "RoleBinding vision-risky"),
+        ("bind", _role_for_vision([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                                    "verbs": ["bind"]}]), "RoleBinding vision-risky"),
+        ("impersonate", _role_for_vision([{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}]),
+         "RoleBinding vision-risky"),
+        ("mint tokens", _role_for_vision([{"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                                           "verbs": ["create"]}]), "RoleBinding vision-risky"),
+        ("cluster-wide Secret reader",
+         add(reg(CR, "reader", obj("ClusterRole", "reader", rules=[{"apiGroups": [""], "resources": ["secrets"],
+                                                                     "verbs": ["get", "list"]}])),
+             reg(CRB, "reader-binding", obj("ClusterRoleBinding", "reader",
+                                            roleRef={"kind": "ClusterRole", "name": "reader"},
+                                            subjects=[{"kind": "ServiceAccount", "name": "x",
+                                                       "namespace": "kueue-system"}]))),
+         "ClusterRoleBinding reader-binding"),
+    ],
+    "tenant-network": [
+        ("Ingress for tenants", add(reg("kubernetes:networking.k8s.io/v1:Ingress", "web",
+                                        obj("Ingress", "web", "vision", spec={"rules": []}))), "Ingress web"),
+        ("allow-all ingress", add(reg(NETPOL, "open", obj("NetworkPolicy", "open", "vision", spec={
+            "podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}))), "NetworkPolicy open"),
+        ("egress anywhere on any port", add(reg(NETPOL, "out", obj("NetworkPolicy", "out", "kueue-system", spec={
+            "podSelector": {}, "policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}))),
+         "NetworkPolicy out"),
+    ],
+    "team-pod-security": [
+        ("team namespace switched to privileged",
+         edit("ns-vision", _set(("metadata", "labels", "pod-security.kubernetes.io/enforce"), "privileged")),
+         "Namespace ns-vision"),
+        ("privileged runtime", edit("runtime-torch", _set((*_POD, "containers", 0, "securityContext"),
+                                                          {"privileged": True})),
+         "ClusterTrainingRuntime runtime-torch"),
+        ("runtime on the host network", edit("runtime-torch", _set((*_POD, "hostNetwork"), True)),
+         "ClusterTrainingRuntime runtime-torch"),
+        ("runtime as root", edit("runtime-torch", _set((*_POD, "securityContext"), {"runAsUser": 0})),
+         "ClusterTrainingRuntime runtime-torch"),
+    ],
+    "no-private-keys": [
+        ("private key in a ConfigMap", add(reg(CM, "tls", obj("ConfigMap", "tls", "vision", data={
+            "key.pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIE..."}))), "ConfigMap tls"),
+    ],
+    "queue-isolation": [
+        ("ClusterQueue for every namespace", edit("cq-vision", _set(("spec", "namespaceSelector"), {})),
+         "ClusterQueue cq-vision"),
+        ("PriorityClass above the platform's",
+         add(reg(WPC, "wpc", obj("WorkloadPriorityClass", "high", value=1000)),
+             reg(PRIORITY, "vip", obj("PriorityClass", "vip", value=1000000))), "PriorityClass vip"),
+        ("global default PriorityClass", add(reg(PRIORITY, "dflt", obj("PriorityClass", "dflt", value=0,
+                                                                      globalDefault=True))), "PriorityClass dflt"),
+    ],
+})
 CASES = [(rule, why, records, where) for rule, cases in VIOLATING.items() for why, records, where in cases]
 
 

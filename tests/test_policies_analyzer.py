@@ -82,7 +82,9 @@ def test_analyze_stack_reports_a_bare_team_namespace(analyzer: analyzer_pb2_grpc
     request = analyzer_pb2.AnalyzeStackRequest(resources=[analyzer_pb2.AnalyzerResource(
         type="kubernetes:core/v1:Namespace", properties=namespace, urn=urn, name="ns-vision")])
     response = analyzer.AnalyzeStack(request, timeout=CALL_TIMEOUT)
-    assert [(d.policyName, d.urn) for d in response.diagnostics] == [("team-namespace-baseline", urn)]
+    # no quota, limits or deny policy; and no Pod Security level enforced
+    assert sorted((d.policyName, d.urn) for d in response.diagnostics) == [("team-namespace-baseline", urn),
+                                                                           ("team-pod-security", urn)]
 
 
 def test_pack_config_sets_levels(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:

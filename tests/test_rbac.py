@@ -230,3 +230,70 @@ def test_access_matrix_matches_the_rendered_roles(stack: str) -> None:
 def test_docs_access_matrix_is_current() -> None:
     committed = (ROOT / "docs" / "access-matrix.md").read_text(encoding="utf-8")
     assert committed == access_matrix(capture_of("onprem-lab")), "regenerate docs/access-matrix.md"
+
+
+# The intended matrix: (persona, verb, group/resource) -> (own namespace, another team's namespace). Every
+# persona x question the generator asks must be here, so a right that appears or vanishes fails the test.
+_D, _OWN, _ALL = (False, False), (True, False), (True, True)
+INTENDED: dict[tuple[str, str, str], tuple[bool, bool]] = {
+    **{(p, v, "/secrets"): _D for p in ("platform-admin", "analyst", "ci") for v in ("get", "list", "create")},
+    **{("ml-engineer", v, "/secrets"): _OWN for v in ("get", "list", "create")},
+    **{(p, "create", r): _D for p in ("platform-admin", "ml-engineer", "analyst", "ci")
+       for r in ("/serviceaccounts", "/serviceaccounts/token", "/pods", "trainer.kubeflow.org/trainingruntimes",
+                 "rbac.authorization.k8s.io/rolebindings", "networking.k8s.io/networkpolicies")},
+    **{(p, v, "rbac.authorization.k8s.io/roles"): _D for p in ("platform-admin", "ml-engineer", "analyst", "ci")
+       for v in ("escalate", "bind")},
+    **{(p, "impersonate", "/users"): _D for p in ("platform-admin", "ml-engineer", "analyst", "ci")},
+    **{(p, "update", "kueue.x-k8s.io/localqueues"): _D for p in ("platform-admin", "ml-engineer", "analyst", "ci")},
+    ("platform-admin", "get", "/configmaps"): _ALL, ("ml-engineer", "get", "/configmaps"): _OWN,
+    ("analyst", "get", "/configmaps"): _D, ("ci", "get", "/configmaps"): _D,
+    ("platform-admin", "update", "/configmaps"): _D, ("ml-engineer", "update", "/configmaps"): _OWN,
+    ("analyst", "update", "/configmaps"): _D, ("ci", "update", "/configmaps"): _D,
+    ("platform-admin", "get", "/pods"): _ALL, ("ml-engineer", "get", "/pods"): _OWN, ("analyst", "get", "/pods"): _OWN,
+    ("ci", "get", "/pods"): _D,
+    ("platform-admin", "delete", "/pods"): _ALL, ("ml-engineer", "delete", "/pods"): _OWN,
+    ("analyst", "delete", "/pods"): _D, ("ci", "delete", "/pods"): _D,
+    ("platform-admin", "create", "/pods/exec"): _D, ("ml-engineer", "create", "/pods/exec"): _OWN,
+    ("analyst", "create", "/pods/exec"): _D, ("ci", "create", "/pods/exec"): _D,
+    ("platform-admin", "create", "/persistentvolumeclaims"): _D,
+    ("ml-engineer", "create", "/persistentvolumeclaims"): _OWN,
+    ("analyst", "create", "/persistentvolumeclaims"): _D, ("ci", "create", "/persistentvolumeclaims"): _D,
+    ("platform-admin", "get", "batch/jobs"): _ALL, ("ml-engineer", "get", "batch/jobs"): _OWN,
+    ("analyst", "get", "batch/jobs"): _OWN, ("ci", "get", "batch/jobs"): _D,
+    ("platform-admin", "get", "trainer.kubeflow.org/trainjobs"): _ALL,
+    **{(p, "get", "trainer.kubeflow.org/trainjobs"): _OWN for p in ("ml-engineer", "analyst", "ci")},
+    ("platform-admin", "create", "trainer.kubeflow.org/trainjobs"): _D,
+    ("ml-engineer", "create", "trainer.kubeflow.org/trainjobs"): _OWN,
+    ("analyst", "create", "trainer.kubeflow.org/trainjobs"): _D,
+    ("ci", "create", "trainer.kubeflow.org/trainjobs"): _OWN,
+    ("platform-admin", "delete", "trainer.kubeflow.org/trainjobs"): _ALL,
+    ("ml-engineer", "delete", "trainer.kubeflow.org/trainjobs"): _OWN,
+    ("analyst", "delete", "trainer.kubeflow.org/trainjobs"): _D, ("ci", "delete", "trainer.kubeflow.org/trainjobs"): _D,
+    ("platform-admin", "get", "trainer.kubeflow.org/trainingruntimes"): _ALL,
+    ("ml-engineer", "get", "trainer.kubeflow.org/trainingruntimes"): _OWN,
+    ("analyst", "get", "trainer.kubeflow.org/trainingruntimes"): _D,
+    ("ci", "get", "trainer.kubeflow.org/trainingruntimes"): _D,
+    ("platform-admin", "get", "kueue.x-k8s.io/localqueues"): _D,  # through Kueue's batch-admin role (upstream)
+    ("ml-engineer", "get", "kueue.x-k8s.io/localqueues"): _OWN, ("analyst", "get", "kueue.x-k8s.io/localqueues"): _OWN,
+    ("ci", "get", "kueue.x-k8s.io/localqueues"): _D,
+    ("platform-admin", "get", "rbac.authorization.k8s.io/rolebindings"): _ALL,
+    **{(p, "get", "rbac.authorization.k8s.io/rolebindings"): _D for p in ("ml-engineer", "analyst", "ci")},
+}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_access_matrix_is_the_intended_one(stack: str) -> None:
+    from infra.offline.access import OTHER_NS, OWN_NS, decisions
+
+    computed: dict[tuple[str, str, str], tuple[bool, bool]] = {}
+    table = decisions(capture_of(stack))
+    for (persona, verb, group, resource, _), _allowed in table.items():
+        key = (persona, verb, f"{group}/{resource}")
+        computed[key] = (table[(persona, verb, group, resource, OWN_NS)],
+                         table[(persona, verb, group, resource, OTHER_NS)])
+    # A stack without a persona's subjects binds nothing to it: those rows are all deny.
+    for key, want in INTENDED.items():
+        assert computed[key] in (want, _D), (stack, key, computed[key])
+    assert set(computed) == set(INTENDED)
+    if stack == "onprem-lab":  # every persona is bound there: the matrix must be exactly the intended one
+        assert computed == INTENDED

@@ -120,12 +120,21 @@ def _egress_blocks(capture: Any, ns: str, name: str) -> list[tuple[str, list[int
 
 def test_object_storage_egress_follows_the_declaration() -> None:
     capture = capture_of("onprem-lab")
-    assert sorted(_egress_blocks(capture, "nlp", "allow-object-storage")) == [("0.0.0.0/0", [443]), ("::/0", [443])]
+    # Undeclared: no egress out of the cluster at all, on any stack (the Ceph RGW has its own in-cluster rule).
+    for stack in STACKS:
+        for policy in kube_objects(capture_of(stack), "NetworkPolicy"):
+            if policy["metadata"]["namespace"] in {ns for _, ns in _team_namespaces(stack)}:
+                for rule in policy["spec"].get("egress", []):
+                    assert not any(peer.get("ipBlock", {}).get("cidr") in ("0.0.0.0/0", "::/0")
+                                   for peer in rule.get("to", [])), (stack, policy["metadata"])
+    assert not [p for p in kube_objects(capture, "NetworkPolicy") if p["metadata"]["name"] == "allow-object-storage"
+                and p["metadata"]["namespace"] != "velero"]
     raw = raw_platform("onprem-lab")
     raw["teams"]["nlp"]["objectStorage"] = [{"cidr": "10.40.0.0/16", "ports": [443, 7480]}]
     narrowed = run_raw("onprem-lab", raw)
     assert _egress_blocks(narrowed, "nlp", "allow-object-storage") == [("10.40.0.0/16", [443, 7480])]
-    assert sorted(_egress_blocks(narrowed, "vision", "allow-object-storage"))[0] == ("0.0.0.0/0", [443])
+    assert not [p for p in kube_objects(narrowed, "NetworkPolicy")
+                if p["metadata"]["name"] == "allow-object-storage" and p["metadata"]["namespace"] == "vision"]
 
 
 def _pool_capacity(pool: dict[str, Any]) -> int:
@@ -219,3 +228,52 @@ def test_namespace_quota_never_blocks_what_kueue_guarantees(stack: str) -> None:
                     resource, Decimal(0))) for f in team.quota), Decimal(0))
                 assert nominal <= parse_quantity(hard[f"requests.{resource}"]) <= max(largest, nominal), \
                     (ns, resource)
+
+
+def _gpu_ceiling(capture: Any, ns: str) -> int:
+    hard = _one(kube_objects(capture, "ResourceQuota"), "team-quota", ns)["spec"]["hard"]
+    return int(hard[f"requests.{GPU_RESOURCE}"])
+
+
+def test_the_gpu_ceiling_is_what_the_cohort_can_lend_not_the_pool() -> None:
+    """nlp lends nothing on h100: vision can borrow only speech's 4 (and no shared pool: every h100 is
+    someone's), so its h100 reach is 16 + 4 = 20, not the pool's 32; with l40s (8 + 16) its ceiling is 44."""
+    raw = raw_platform("onprem-lab")
+    raw["teams"]["nlp"]["quota"]["h100"] = {"gpus": 12, "lendingLimit": 0}
+    capture = run_raw("onprem-lab", raw)
+    assert _gpu_ceiling(capture, "vision") == 20 + 24
+    # speech's two namespaces each get the team's ceiling (its ClusterQueue bounds their sum): 4 + 16 borrowable
+    # from vision (nlp lends nothing), l40s 8 + 16.
+    assert _gpu_ceiling(capture, "speech") == _gpu_ceiling(capture, "speech-eval") == 20 + 24
+    raw["teams"]["vision"]["borrowingLimit"] = 3
+    capture = run_raw("onprem-lab", raw)
+    assert _gpu_ceiling(capture, "vision") == 16 + 3 + 8 + 3
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_platform_namespaces_deny_by_default_and_allow_only_named_flows(stack: str) -> None:
+    capture = capture_of(stack)
+    namespaces = {ns["metadata"]["name"]: ns["metadata"].get("labels", {}) for ns in kube_objects(capture, "Namespace")}
+    platform = [ns for ns in ("kueue-system", "kubeflow-system", "velero", "gpu-operator") if ns in namespaces]
+    assert {"kueue-system", "kubeflow-system", "velero"} <= set(platform)
+    for ns in platform:
+        policies = {p["metadata"]["name"]: p["spec"] for p in kube_objects(capture, "NetworkPolicy")
+                    if p["metadata"]["namespace"] == ns}
+        assert policies["default-deny"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}, ns
+        assert {"allow-dns", "allow-api-server"} <= set(policies), ns
+        for name, spec in policies.items():
+            assert name == "default-deny" or len(spec["policyTypes"]) == 1, (ns, name)  # one flow, one direction
+            for rule in spec.get("ingress", []) + spec.get("egress", []):
+                assert rule["ports"], (ns, name)  # every flow names its ports
+    for ns in ("kueue-system", "kubeflow-system"):
+        assert namespaces[ns][f"{PSA}/enforce"] == "restricted"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_team_default_service_accounts_mount_no_token(stack: str) -> None:
+    capture = capture_of(stack)
+    patched = {r.inputs["metadata"]["namespace"]: r.inputs for r in capture.resources
+               if r.type == "kubernetes:core/v1:ServiceAccountPatch"}
+    assert set(patched) == {ns for _, ns in _team_namespaces(stack)}
+    assert all(p["metadata"]["name"] == "default" and p["automountServiceAccountToken"] is False
+               for p in patched.values())

@@ -39,6 +39,21 @@ UPSTREAM = {
 }
 
 
+_EDIT = ["create", "delete", "get", "list", "patch", "update", "watch"]
+_VIEW = ["get", "list", "watch"]
+# The rules batch-user-role aggregates in kueue 0.19.2 (the chart rendered with release `kueue`) for the kinds
+# this platform installs; the other integrations' kinds (Ray, MPIJob, ...) have no CRD here.
+UPSTREAM_RULES: dict[str, list[dict[str, Any]]] = {
+    "batch-user-role": [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _EDIT},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _EDIT},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _EDIT},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _VIEW},
+        {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": _VIEW},
+    ],
+}
+
+
 @dataclass(frozen=True)
 class Grant:
     persona: str
@@ -66,9 +81,10 @@ def _role_key(binding: dict[str, Any]) -> str:
     return f"{namespace}/{ref['name']}"
 
 
-def grants(capture: Capture) -> tuple[set[Grant], set[tuple[str, str, str]]]:
+def grants(capture: Capture, upstream_rules: bool = False) -> tuple[set[Grant], set[tuple[str, str, str]]]:
     """Every (persona, group, resource, verb, scope) the rendered bindings grant, and the bindings to roles
-    the render does not contain (persona, role, scope)."""
+    the render does not contain (persona, role, scope); with `upstream_rules`, those roles' known rules
+    (UPSTREAM_RULES) count as granted too."""
     roles, bindings = _rules(capture)
     found: set[Grant] = set()
     upstream: set[tuple[str, str, str]] = set()
@@ -76,16 +92,72 @@ def grants(capture: Capture) -> tuple[set[Grant], set[tuple[str, str, str]]]:
         persona = binding["metadata"]["labels"][PERSONA_LABEL]
         scope = NAMESPACED if binding["kind"] == "RoleBinding" else CLUSTER
         key = _role_key(binding)
+        known = next((rules for suffix, rules in UPSTREAM_RULES.items() if key.endswith(suffix)), None)
         if key not in roles:
             upstream.add((persona, binding["roleRef"]["name"], scope))
-            continue
-        for rule in roles[key]:
+            if not (upstream_rules and known):
+                continue
+        for rule in roles.get(key) or known or []:
             rule_scope = OWN if scope == CLUSTER and rule.get("resourceNames") else scope
             for group in rule.get("apiGroups", []):
                 for resource in rule.get("resources", []):
                     for verb in rule.get("verbs", []):
                         found.add(Grant(persona, group, resource, verb, rule_scope))
     return found, upstream
+
+
+OWN_NS, OTHER_NS = "own namespace", "another team's namespace"
+WRITES = ("create", "update", "patch", "delete")
+# The questions the access matrix answers for every persona (group, resource, verbs), in both places.
+QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "secrets", ("get", "list", "create")),
+    ("", "serviceaccounts", ("create",)),
+    ("", "serviceaccounts/token", ("create",)),
+    ("", "configmaps", ("get", "update")),
+    ("", "pods", ("get", "create", "delete")),
+    ("", "pods/exec", ("create",)),
+    ("", "persistentvolumeclaims", ("create",)),
+    ("batch", "jobs", ("get",)),
+    ("trainer.kubeflow.org", "trainjobs", ("get", "create", "delete")),
+    ("trainer.kubeflow.org", "trainingruntimes", ("get", "create")),
+    ("kueue.x-k8s.io", "localqueues", ("get", "update")),
+    ("rbac.authorization.k8s.io", "rolebindings", ("get", "create")),
+    ("rbac.authorization.k8s.io", "roles", ("escalate", "bind")),
+    ("networking.k8s.io", "networkpolicies", ("create",)),
+    ("", "users", ("impersonate",)),
+)
+
+
+def allowed(found: Iterable[Grant], persona: str, verb: str, group: str, resource: str, where: str) -> bool:
+    """Whether the rendered bindings let `persona` do `verb` on `resource` in its own team namespace or in
+    another's (namespaced rights: RoleBindings hold in the team's namespaces only; ClusterRoleBindings
+    everywhere, except rules limited to named objects). Upstream roles are not counted (listed apart)."""
+    for grant in found:
+        if grant.persona != persona or grant.verb not in (verb, "*") or grant.group not in (group, "*") \
+                or grant.resource not in (resource, "*"):
+            continue
+        if grant.scope == CLUSTER or (grant.scope == NAMESPACED and where == OWN_NS):
+            return True
+    return False
+
+
+def decisions(capture: Capture) -> dict[tuple[str, str, str, str, str], bool]:
+    """(persona, verb, group, resource, where) -> allowed, for every question and persona."""
+    found, _ = grants(capture, upstream_rules=True)
+    return {(persona, verb, group, resource, where): allowed(found, persona, verb, group, resource, where)
+            for persona in PERSONAS for group, resource, verbs in QUESTIONS for verb in verbs
+            for where in (OWN_NS, OTHER_NS)}
+
+
+def _decision_rows(capture: Capture) -> list[list[str]]:
+    table = decisions(capture)
+    rows = [["resource", "verb", *(f"{p}: own / other" for p in PERSONAS)]]
+    for group, resource, verbs in QUESTIONS:
+        for verb in verbs:
+            cells = [" / ".join("allow" if table[(p, verb, group, resource, w)] else "deny" for w in (OWN_NS, OTHER_NS))
+                     for p in PERSONAS]
+            rows.append([f"`{group or 'core'}/{resource}`", verb, *cells])
+    return rows
 
 
 def _group_rank(group: str) -> tuple[int, str]:
@@ -151,6 +223,10 @@ def access_matrix(capture: Capture) -> str:
     lines += _table(upstream_rows) if len(upstream_rows) > 1 else ["None.", ""]
     lines += ["## Who holds each persona", "", *_table([["persona", "subject kind", "subjects"],
                                                        *_subjects(capture)])]
+    lines += ["## Allowed or denied, in the team's own namespace and in another team's", "",
+              "Computed from the rendered bindings (`infra.offline.access.decisions`), Kueue's batch-user role "
+              "counted with the rules it aggregates for the installed kinds; tests/test_rbac.py holds it to the "
+              "intended matrix.", "", *_table(_decision_rows(capture))]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

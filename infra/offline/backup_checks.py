@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from infra.platform.storage import BUCKET_LABEL, VOLUME_LABEL
+from infra.platform.storage import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 from infra.spec import Finding
 
 from .engine import Registration
@@ -71,9 +71,14 @@ def check_data_volumes(ctx: Context) -> list[Finding]:
 
 
 def _versioned_claims(ctx: Context) -> set[tuple[str, str]]:
-    """(namespace, bucket key) of the claims whose versioning a job turns on."""
-    return {(job["metadata"].get("namespace", ""), job["metadata"].get("labels", {}).get(BUCKET_LABEL, ""))
-            for _, job in _of_kind(ctx, "Job")}
+    """(namespace, bucket key) of the claims whose versioning a job turns on (the claim's namespace is on
+    the job, which runs in the Rook namespace)."""
+    found = set()
+    for _, job in _of_kind(ctx, "Job"):
+        labels = job["metadata"].get("labels", {})
+        found.add((labels.get(BUCKET_NAMESPACE_LABEL, job["metadata"].get("namespace", "")),
+                   labels.get(BUCKET_LABEL, "")))
+    return found
 
 
 def check_bucket_versioning(ctx: Context) -> list[Finding]:

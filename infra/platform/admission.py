@@ -1,64 +1,75 @@
 """Admission: what tenants submit is checked in the cluster by native ValidatingAdmissionPolicies (CEL),
-bound to the team namespaces only.
+bound to every namespace carrying the team label (restore-drill copies included: no exemptions).
 
-- queue: a TrainJob names a LocalQueue of its namespace in `kueue.x-k8s.io/queue-name`; JobSets and Jobs
-  do too unless the TrainJob (JobSet) above them controls them; a Pod asking for GPUs is controlled by a
-  Job. Nothing reaches a GPU without Kueue admitting it.
-- pod-security: no privileged container, no hostPath volume, in Pods and in every pod template.
-- registries: every image comes from one of the stack's allowed registry prefixes.
+- queue: TrainJobs, JobSets and Jobs name a LocalQueue of their namespace in `kueue.x-k8s.io/queue-name`
+  when created, and keep it on every update. The only exemption is by who asks (request.userInfo, which the
+  API server sets from the credential): the Trainer controller creating a TrainJob's JobSet, the JobSet
+  controller creating its Jobs, and the job controller creating GPU Pods. An ownerReference, which any user
+  may write, exempts nothing. Kueue itself manages every job of a team namespace, labelled or not
+  (manageJobsWithoutQueueName, infra/platform/kueue.py).
+- pod-security: no privileged container, host namespace, hostPath volume, hostPort, added capability, or
+  root user, in Pods and in every pod template: independent of the namespace's Pod Security label.
+- registries: every image comes from one of the stack's allowed registry prefixes, at a pinned tag or digest.
 - gpu-quota: GPUs only in namespaces whose team has a GPU quota.
+- secrets: no ServiceAccount token Secrets (a never-expiring credential); CI identities submit TrainJobs
+  that reference no Secret and run on a ClusterTrainingRuntime.
+- drill-evidence: tenants cannot create, change or delete the backup marker the restore drill checks.
 - fabric-request (stacks whose pools have fabric devices): a TrainJob on a runtime pinned to such a pool
   requests the node's fabric devices (all EFA interfaces; the declared RDMA devices); without them NCCL
   silently falls back to TCP.
 
-The queues, namespaces and registries are written into the expressions from the spec, so a change to
-teams or registries is a reviewed change to these objects.
+The queues, namespaces, registries and controller identities are written into the expressions from the
+spec, so a change to teams or registries is a reviewed change to these objects.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
-from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.runtimes import pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
+from infra.vocabulary import (
+    BACKUP_MARKER,
+    CONTAINER_FIELDS,
+    EVIDENCE_POLICY,
+    FABRIC_POLICY,
+    GPU_QUOTA_POLICY,
+    POD_SECURITY_POLICY,
+    POOL_LABEL,
+    QUEUE_LABEL,
+    QUEUE_POLICY,
+    REGISTRY_POLICY,
+    SECRETS_POLICY,
+    TEAM_LABEL,
+    WORKLOADS,
+    gpu_request_cel,
+)
 
 from .objects import child_opts, kube_object, metadata
-from .tenancy import TEAM_LABEL
+from .rbac import ci_subjects
+from .trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 API = "admissionregistration.k8s.io/v1"
-MIG_PREFIX = "nvidia.com/mig-"  # MIG "mixed" strategy resources (nvidia.com/mig-1g.10gb, ...)
-CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
-
-class Workload(NamedTuple):
-    kind: str
-    group: str
-    path: tuple[str, ...]  # where its pod specs are; "*" walks a list
-
-
-# What tenants submit, by resource (plural). The CrossGuard rules read pod specs along the same paths.
-WORKLOADS: dict[str, Workload] = {
-    "pods": Workload("Pod", "", ("spec",)),
-    "jobs": Workload("Job", "batch", ("spec", "template", "spec")),
-    "jobsets": Workload("JobSet", "jobset.x-k8s.io",
-                        ("spec", "replicatedJobs", "*", "template", "spec", "template", "spec")),
-    "trainingruntimes": Workload("TrainingRuntime", "trainer.kubeflow.org",
-                                 ("spec", "template", "spec", "replicatedJobs", "*", "template", "spec", "template",
-                                  "spec")),
-    "trainjobs": Workload("TrainJob", "trainer.kubeflow.org",
-                          ("spec", "runtimePatches", "*", "trainingRuntimeSpec", "template", "spec", "replicatedJobs",
-                           "*", "template", "spec", "template", "spec")),
+# kube-controller-manager's job controller: its own ServiceAccount when the controller manager runs with
+# --use-service-account-credentials (kubeadm, EKS, GKE, AKS), else the controller manager's user.
+JOB_CONTROLLER = ("system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager")
+# Who creates what on a tenant's behalf: the only requests exempt from carrying a queue label.
+CREATORS: dict[str, tuple[str, ...]] = {
+    "jobsets": (TRAINER_CONTROLLER,),
+    "jobs": (JOBSET_CONTROLLER,),
+    "pods": JOB_CONTROLLER,
 }
-# Pod and runtime specs change after creation; the others' pod templates are immutable.
-MUTABLE = frozenset({"pods", "trainingruntimes"})
+QUEUED = ("trainjobs", "jobsets", "jobs")
+# Capabilities a container may add: Pod Security `restricted` allows only this one; the runtimes add none.
+ALLOWED_CAPABILITIES = ("NET_BIND_SERVICE",)
+TOKEN_SECRET = "kubernetes.io/service-account-token"
 
 
 def _lit(value: Any) -> str:
@@ -87,62 +98,107 @@ def every_container(predicate: str) -> str:
 
 
 def _asks_gpu(var: str, field: str) -> str:
-    amounts = [f"(has({var}.{field}.{part}) && {var}.{field}.{part}.exists(k, k in variables.gpuResources || "
-               f"k.startsWith('{MIG_PREFIX}')))" for part in ("requests", "limits")]
+    amounts = [f"(has({var}.{field}.{part}) && {gpu_request_cel(f'{var}.{field}.{part}')})"
+               for part in ("requests", "limits")]
     return f"(has({var}.{field}) && ({' || '.join(amounts)}))"
 
 
-def _rules(resources: Sequence[str], operations: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-    return [{"apiGroups": [WORKLOADS[r].group], "apiVersions": ["*"], "resources": [r],
-             "operations": (operations or {}).get(r, ["CREATE", "UPDATE"] if r in MUTABLE else ["CREATE"])}
-            for r in resources]
+def _rules(resources: Sequence[str], operations: Sequence[str] = ("CREATE", "UPDATE")) -> list[dict[str, Any]]:
+    return [{"apiGroups": [WORKLOADS[r].group if r in WORKLOADS else ""], "apiVersions": ["*"], "resources": [r],
+             "operations": list(operations)} for r in resources]
 
 
 def _when(resource: str, expression: str) -> str:
     return f"request.resource.resource != '{resource}' || {expression}"
 
 
-def _owned_by(kind: str, group: str) -> str:
-    return (f"(has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(o, "
-            f"o.kind == '{kind}' && o.apiVersion.startsWith('{group}/') && has(o.controller) && o.controller))")
+def _label(var: str) -> str:
+    """CEL: the queue label of `var`, or '' when it has none."""
+    return (f"((has({var}.metadata.labels) && '{QUEUE_LABEL}' in {var}.metadata.labels) ? "
+            f"{var}.metadata.labels['{QUEUE_LABEL}'] : '')")
 
 
 def queue_policy(platform: Platform) -> dict[str, Any]:
     queues = {ns: [team.queue] for team in platform.teams for ns in team.job_namespaces}
-    labelled = (f"(has(object.metadata.labels) && '{QUEUE_LABEL}' in object.metadata.labels && "
-                f"request.namespace in variables.queues && "
-                f"object.metadata.labels['{QUEUE_LABEL}'] in variables.queues[request.namespace])")
+    labelled = (f"(request.namespace in variables.queues && "
+                f"{_label('object')} in variables.queues[request.namespace])")
     where = "; ".join(f"{ns}: {', '.join(names)}" for ns, names in sorted(queues.items()))
     no_gpu = every_pod_spec(WORKLOADS["pods"].path, every_container(f"!{_asks_gpu('c', 'resources')}"))
-    message = f"must carry the label {QUEUE_LABEL} naming the LocalQueue of its namespace ({where})"
+    kinds = {resource: WORKLOADS[resource].kind for resource in QUEUED}
+    validations = [
+        {"expression": _when(resource, f"variables.creator || request.operation != 'CREATE' || {labelled}"),
+         "message": f"a {kind} must carry the label {QUEUE_LABEL} naming the LocalQueue of its namespace ({where})",
+         "reason": "Forbidden"}
+        for resource, kind in kinds.items()
+    ]
+    validations.append({
+        "expression": ("!(request.resource.resource in variables.queued) || variables.creator || "
+                       f"request.operation != 'UPDATE' || {_label('object')} == {_label('oldObject')}"),
+        "message": f"the label {QUEUE_LABEL} cannot be changed or removed once set: delete and resubmit the job",
+        "reason": "Forbidden"})
+    validations.append({
+        "expression": _when("pods", f"variables.creator || {no_gpu}"),
+        "message": "a Pod that requests GPUs must be created by a Job that Kueue admitted: submit a TrainJob",
+        "reason": "Forbidden"})
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(["trainjobs", "jobsets", "jobs", "pods"],
-                                                     {"trainjobs": ["CREATE", "UPDATE"], "pods": ["CREATE"]})},
+        "matchConstraints": {"resourceRules": [*_rules(QUEUED), *_rules(["pods"], ["CREATE"])]},
         "variables": [{"name": "queues", "expression": _lit(queues)},
-                      {"name": "gpuResources", "expression": _lit(gpu_resources(platform))}],
-        "validations": [
-            {"expression": _when("trainjobs", labelled), "message": f"a TrainJob {message}", "reason": "Forbidden"},
-            {"expression": _when("jobsets", f"{_owned_by('TrainJob', 'trainer.kubeflow.org')} || {labelled}"),
-             "message": f"a JobSet not created by a TrainJob {message}", "reason": "Forbidden"},
-            {"expression": _when("jobs", f"{_owned_by('JobSet', 'jobset.x-k8s.io')} || {labelled}"),
-             "message": f"a Job not created by a JobSet {message}", "reason": "Forbidden"},
-            {"expression": _when("pods", f"{_owned_by('Job', 'batch')} || {no_gpu}"),
-             "message": "a Pod that requests GPUs must belong to a Job that Kueue admitted: submit a TrainJob",
-             "reason": "Forbidden"},
-        ],
+                      {"name": "queued", "expression": _lit(list(QUEUED))},
+                      {"name": "creators", "expression": _lit({r: list(users) for r, users in CREATORS.items()})},
+                      {"name": "creator", "expression": (
+                          "request.resource.resource in variables.creators && "
+                          "request.userInfo.username in variables.creators[request.resource.resource]")}],
+        "validations": validations,
     }
 
 
+def _set(var: str, field: str) -> str:
+    """CEL: the boolean `var.field` is present and true."""
+    return f"(has({var}.{field}) && {var}.{field})"
+
+
+def _context(field: str, test: str, default: str) -> str:
+    """CEL over container `c` in pod spec `s`: `test` (over `v`) of the container's securityContext field,
+    else of the pod's, else `default`."""
+    def at(var: str) -> str:
+        return f"has({var}.securityContext) && has({var}.securityContext.{field})"
+    return (f"(({at('c')}) ? [c.securityContext.{field}].all(v, {test}) : (({at('s')}) ? "
+            f"[s.securityContext.{field}].all(v, {test}) : {default}))")
+
+
+def container_safety(complete: bool) -> str:
+    """CEL over container `c` of pod spec `s`. A complete pod spec must run as non-root; a TrainJob's runtime
+    patch is merged into its runtime's (which sets it), so there only an explicit root user is refused."""
+    context = "c.securityContext"
+    safe = [
+        f"!(has({context}) && {_set(context, 'privileged')})",
+        f"!(has({context}) && has({context}.capabilities) && has({context}.capabilities.add) && "
+        f"{context}.capabilities.add.exists(a, !(a in {_lit(list(ALLOWED_CAPABILITIES))})))",
+        "(!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0))",
+        _context("runAsUser", "v != 0", "true"),
+        _context("runAsNonRoot", "v", "false" if complete else "true"),
+    ]
+    return " && ".join(safe)
+
+
+def pod_safety(complete: bool) -> str:
+    """CEL over pod spec `s`: no host namespaces, no hostPath volumes, every container safe."""
+    host = " && ".join(f"!{_set('s', field)}" for field in ("hostNetwork", "hostPID", "hostIPC"))
+    return (f"{host} && (!has(s.volumes) || s.volumes.all(v, !has(v.hostPath))) && "
+            f"{every_container(container_safety(complete))}")
+
+
 def pod_security_policy() -> dict[str, Any]:
-    unprivileged = "!has(c.securityContext) || !has(c.securityContext.privileged) || !c.securityContext.privileged"
-    safe = f"{every_container(unprivileged)} && (!has(s.volumes) || s.volumes.all(v, !has(v.hostPath)))"
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
         "validations": [
-            {"expression": _when(resource, every_pod_spec(path, safe)), "reason": "Forbidden",
-             "message": f"{resource}: privileged containers and hostPath volumes are not allowed in team namespaces"}
+            {"expression": _when(resource, every_pod_spec(path, pod_safety(resource != "trainjobs"))),
+             "reason": "Forbidden",
+             "message": f"{resource}: in team namespaces no privileged container, host namespace (hostNetwork, "
+                        "hostPID, hostIPC), hostPath volume, hostPort, added capability (beyond "
+                        f"{', '.join(ALLOWED_CAPABILITIES)}) or root user (set runAsNonRoot: true)"}
             for resource, (_, _, path) in WORKLOADS.items()
         ],
     }
@@ -154,6 +210,16 @@ def _image_ok(var: str) -> str:
                  f"'{DEFAULT_REGISTRY}/' + {image} : '{DEFAULT_REGISTRY}/library/' + {image}))")
     under = " || ".join(f"{qualified}.startsWith(p + '{end}')" for end in REPOSITORY_ENDS)
     return f"(!has({image}) || variables.registries.exists(p, {under}))"
+
+
+def image_pinned_cel(image: str) -> str:
+    """CEL: `image` names a sha256 digest, or a tag other than `latest` (infra.spec.pins.unpinned_image)."""
+    return (f"({image}.contains('@') ? {image}.contains('@sha256:') : "
+            f"({image}.matches('^(.*/)?[^/:]*:[^/:]+$') && !{image}.endsWith(':latest')))")
+
+
+def _pinned(var: str) -> str:
+    return f"(!has({var}.image) || {image_pinned_cel(f'{var}.image')})"
 
 
 def _per_workload(predicate: str, trainer: str, message: str, unless: str = "") -> list[dict[str, Any]]:
@@ -171,18 +237,18 @@ def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
         "variables": [{"name": "registries", "expression": _lit(prefixes)}],
-        "validations": _per_workload(every_container(_image_ok("c")), _image_ok("t"),
-                                     f"images must come from an allowed registry: {', '.join(prefixes)}"),
+        "validations": [
+            *_per_workload(every_container(_image_ok("c")), _image_ok("t"),
+                           f"images must come from an allowed registry: {', '.join(prefixes)}"),
+            *_per_workload(every_container(_pinned("c")), _pinned("t"),
+                           "images must be pinned: an exact tag (not latest) or an @sha256 digest"),
+        ],
     }
 
 
-def gpu_resources(platform: Platform) -> list[str]:
-    return sorted({r for flavor in platform.flavors for r in flavor.gpu_resources} | {GPU_RESOURCE})
-
-
 def gpu_namespaces(platform: Platform) -> list[str]:
-    names = gpu_resources(platform)
-    return sorted(ns for team in platform.teams if any(team.totals.get(r, 0) > 0 for r in names)
+    return sorted(ns for team in platform.teams if any(team.totals.get(r, 0) > 0 for flavor in platform.flavors
+                                                       for r in flavor.gpu_resources)
                   for ns in team.job_namespaces)
 
 
@@ -190,12 +256,84 @@ def gpu_policy(platform: Platform) -> dict[str, Any]:
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
-        "variables": [{"name": "gpuNamespaces", "expression": _lit(gpu_namespaces(platform))},
-                      {"name": "gpuResources", "expression": _lit(gpu_resources(platform))}],
+        "variables": [{"name": "gpuNamespaces", "expression": _lit(gpu_namespaces(platform))}],
         "validations": _per_workload(
             every_container(f"!{_asks_gpu('c', 'resources')}"), f"!{_asks_gpu('t', 'resourcesPerNode')}",
             "this namespace's team has no GPU quota: request no GPUs here, or give the team a GPU quota",
             unless="request.namespace in variables.gpuNamespaces"),
+    }
+
+
+def _no_secret_env(var: str) -> str:
+    """CEL: no entry of the env list `var` takes its value from a Secret."""
+    return (f"(!has({var}) || {var}.all(e, !has(e.valueFrom) || !has(e.valueFrom.secretKeyRef)))")
+
+
+def _secret_free_pod() -> str:
+    """CEL over pod spec `s`: no Secret reaches the pod (volumes, projected volumes, CSI secrets, env)."""
+    volumes = "(!has(s.volumes) || s.volumes.all(v, !has(v.secret) && !has(v.projected) && !has(v.csi)))"
+    envs = every_container(f"{_no_secret_env('c.env')} && "
+                           "(!has(c.envFrom) || c.envFrom.all(e, !has(e.secretRef)))")
+    return f"{volumes} && {envs}"
+
+
+def secrets_policy(ci_users: Sequence[str], ci_groups: Sequence[str]) -> dict[str, Any]:
+    """Token Secrets never; and a CI identity (which may not read Secrets) cannot have a TrainJob read them for
+    it: no secretRef in its initializers, no Secret in its env or patched pods, and only the platform's
+    ClusterTrainingRuntimes (a namespaced runtime is the team's to write, and could mount anything)."""
+    initializers = " && ".join(
+        f"(!has(object.spec.initializer) || !has(object.spec.initializer.{part}) || "
+        f"(!has(object.spec.initializer.{part}.secretRef) && {_no_secret_env(f'object.spec.initializer.{part}.env')}))"
+        for part in ("dataset", "model"))
+    trainer = f"(!has(object.spec.trainer) || {_no_secret_env('object.spec.trainer.env')})"
+    runtime = "(!has(object.spec.runtimeRef.kind) || object.spec.runtimeRef.kind == 'ClusterTrainingRuntime')"
+    patches = every_pod_spec(WORKLOADS["trainjobs"].path, _secret_free_pod())
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [*_rules(["secrets"], ["CREATE", "UPDATE"]),
+                                               *_rules(["trainjobs"])]},
+        "variables": [
+            {"name": "ci", "expression": (f"request.userInfo.username in {_lit(list(ci_users))} || "
+                                          f"(has(request.userInfo.groups) && request.userInfo.groups.exists(g, "
+                                          f"g in {_lit(list(ci_groups))}))")}],
+        "validations": [
+            {"expression": _when("secrets", f"!has(object.type) || object.type != '{TOKEN_SECRET}'"),
+             "message": "ServiceAccount token Secrets never expire: use `kubectl create token` (short-lived) "
+                        "or the workload's projected token", "reason": "Forbidden"},
+            {"expression": _when("trainjobs", f"!variables.ci || ({initializers} && {trainer} && {runtime} && "
+                                              f"{patches})"),
+             "message": "a CI identity may not read Secrets, so its TrainJobs reference none (initializer "
+                        "secretRef, env from a Secret, Secret/projected/CSI volumes) and run on a "
+                        "ClusterTrainingRuntime", "reason": "Forbidden"},
+        ],
+    }
+
+
+def tenant_identities(platform: Platform) -> tuple[list[str], list[str]]:
+    """(usernames, groups) that act for tenants: the persona groups of every team, the CI ServiceAccounts,
+    and every ServiceAccount of a team namespace (what a tenant's pod runs as)."""
+    users, ci_groups = ci_subjects(platform)
+    names = {g for spec in platform.spec.teams.values() for g in (*spec.groups.engineers, *spec.groups.analysts)}
+    groups = {platform.spec.identity.group(name) for name in names} | set(ci_groups)
+    groups |= {f"system:serviceaccounts:{ns}" for team in platform.teams for ns in team.namespaces}
+    return users, sorted(groups)
+
+
+def evidence_policy(platform: Platform) -> dict[str, Any]:
+    """The backup marker is the restore drill's evidence: tenants may not create, change or delete it
+    (their persona may edit ConfigMaps, and RBAC cannot except one name from a grant of all)."""
+    users, groups = tenant_identities(platform)
+    name = ("(request.operation == 'DELETE' ? oldObject.metadata.name : "
+            "(has(object.metadata.name) ? object.metadata.name : ''))")
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": _rules(["configmaps"], ["CREATE", "UPDATE", "DELETE"])},
+        "variables": [{"name": "tenant", "expression": (
+            f"request.userInfo.username in {_lit(users)} || (has(request.userInfo.groups) && "
+            f"request.userInfo.groups.exists(g, g in {_lit(groups)}))")}],
+        "validations": [{"expression": f"!variables.tenant || {name} != '{BACKUP_MARKER}'",
+                         "message": f"{BACKUP_MARKER} is the restore drill's evidence: only the platform writes it",
+                         "reason": "Forbidden"}],
     }
 
 
@@ -228,7 +366,7 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     wanted = ", ".join(f"{name}: {r['resource']}={r['count']}" for name, r in sorted(runtimes.items()))
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(["trainjobs"])},
+        "matchConstraints": {"resourceRules": _rules(["trainjobs"], ["CREATE"])},
         "variables": [{"name": "fabricRuntimes", "expression": _lit(runtimes)},
                       {"name": "runtime", "expression": "object.spec.runtimeRef.name"}],
         "validations": [{"expression": expression, "reason": "Forbidden",
@@ -237,30 +375,34 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def platform_images(platform: Platform) -> list[str]:
+    """The runtimes' images, and the object-storage client of the documented publish step
+    (examples/*/publish.yaml): always admitted, at any pinned tag (they are reviewed here)."""
+    return [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
+            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE]
+
+
 def policies(platform: Platform) -> dict[str, dict[str, Any]]:
     """Policy name -> ValidatingAdmissionPolicy spec."""
-    # The runtimes' images, and the platform's own jobs that run in team namespaces (bucket versioning).
-    images = [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
-              for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE]
+    users, ci_groups = ci_subjects(platform)
     return {
-        "trainyard-queue-required": queue_policy(platform),
-        "trainyard-pod-security": pod_security_policy(),
-        "trainyard-allowed-registries": registry_policy(platform, images),
-        "trainyard-gpu-quota": gpu_policy(platform),
-        **({"trainyard-fabric-request": fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
+        QUEUE_POLICY: queue_policy(platform),
+        POD_SECURITY_POLICY: pod_security_policy(),
+        REGISTRY_POLICY: registry_policy(platform, platform_images(platform)),
+        GPU_QUOTA_POLICY: gpu_policy(platform),
+        SECRETS_POLICY: secrets_policy(users, ci_groups),
+        EVIDENCE_POLICY: evidence_policy(platform),
+        **({FABRIC_POLICY: fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
     }
 
 
-def binding_spec(policy_name: str, exempt: Sequence[str]) -> dict[str, Any]:
-    """Team namespaces, except the restore drill's scratch copies: Velero restores a team's labels into
-    them, and the drill must restore whatever the team had (a TrainJob admitted long ago included)."""
-    selector: list[dict[str, Any]] = [{"key": TEAM_LABEL, "operator": "Exists"}]
-    if exempt:
-        selector.append({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(exempt)})
+def binding_spec(policy_name: str) -> dict[str, Any]:
+    """Every namespace with the team label: the team namespaces and the restore drill's copies of them
+    (Velero restores the label), which get no exemption."""
     return {
         "policyName": policy_name,
         "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": selector}},
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}},
     }
 
 
@@ -269,10 +411,9 @@ class Admission(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Admission", name, None, opts)
         specs = policies(platform)
-        drills = list(platform.backup.drill_namespaces.values())
         for policy_name, spec in specs.items():
             policy = kube_object(f"vap-{policy_name}", API, "ValidatingAdmissionPolicy", metadata(policy_name),
                                  child_opts(self, provider), spec=spec)
             kube_object(f"vapb-{policy_name}", API, "ValidatingAdmissionPolicyBinding", metadata(policy_name),
-                        child_opts(self, provider, depends_on=[policy]), spec=binding_spec(policy_name, drills))
+                        child_opts(self, provider, depends_on=[policy]), spec=binding_spec(policy_name))
         self.register_outputs({"policies": sorted(specs)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -15,7 +16,9 @@ from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
+from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 
+from .network import ANYWHERE, Flow, guard_namespace, metrics
 from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
 from .storage import JOB_RESOURCES, RESTRICTED
 
@@ -24,8 +27,8 @@ NAMESPACE = "velero"
 LOCATION = "default"
 CREDENTIALS = "velero-credentials"
 VOLUME_POLICY = "volume-policy"
-SCRATCH_MODIFIER = "drill-scratch-volumes"
-MARKER = "trainyard-backup-marker"
+MARKER = BACKUP_MARKER
+MARKER_LABEL = "trainyard.io/backup-marker"
 DRILL = "restore-drill"
 JANITOR = "trainyard-janitor"
 RESTORE_NAME = "__RESTORE__"  # replaced by the drill script with a timestamped name
@@ -55,6 +58,21 @@ def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool) -> d
         "serviceAccount": {"server": {"annotations": dict(facts.identity or {})}},
         "metrics": {"enabled": True},
     }
+
+
+def object_storage_flow(platform: Platform) -> Flow:
+    """Velero's server and node agents write to the location's bucket: the in-cluster Ceph RGW by its pods,
+    else an object store whose service addresses are not fixed, on the location's port."""
+    url = str(platform.backup.config.get("s3Url") or "")
+    if url and url == platform.storage.rgw_url:
+        rook = platform.spec.storage.rook_ceph.namespace
+        peers = [{"namespaceSelector": {"matchLabels": {NAME_LABEL: rook}},
+                  "podSelector": {"matchLabels": {"app": "rook-ceph-rgw"}}}]
+        return Flow("object-storage", "Egress", peers, (80, 8080), "backups to the in-cluster Ceph RGW")
+    parsed = urlparse(url)
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    return Flow("object-storage", "Egress", ANYWHERE, tuple(sorted({443, port})),
+                "backups to the object store, whose service addresses are not fixed")
 
 
 def location_spec(facts: BackupFacts, with_secret: bool) -> dict[str, Any]:
@@ -96,26 +114,21 @@ def volume_policy(storage: StorageFacts) -> dict[str, Any]:
     return {"version": "v1", "volumePolicies": policies}
 
 
-def scratch_modifier() -> dict[str, Any]:
-    """Restored claims of a drill land on the scratch class, whose volumes go with the drill namespace."""
-    return {"version": "v1", "resourceModifierRules": [{
-        "conditions": {"groupResource": "persistentvolumeclaims", "resourceNameRegex": ".*"},
-        "patches": [{"operation": "replace", "path": "/spec/storageClassName", "value": SCRATCH}],
-    }]}
-
-
 def drill_restore(facts: BackupFacts) -> dict[str, Any]:
-    """The Restore each drill creates: the latest backup of the drill tier, every namespace mapped to
-    its drill namespace."""
+    """The Restore each drill creates: from the latest backup of the drill tier, only what the drill verifies
+    (the marker ConfigMaps), every namespace mapped to its drill namespace. Nothing a tenant could use there
+    (bindings, quotas, jobs, volumes) is restored, and the drill namespaces get no admission exemption."""
     return {
         "apiVersion": API, "kind": "Restore",
-        "metadata": {"name": RESTORE_NAME, "namespace": NAMESPACE, "labels": {"trainyard.io/drill": "true"}},
+        "metadata": {"name": RESTORE_NAME, "namespace": NAMESPACE, "labels": {DRILL_LABEL: "true"}},
         "spec": {
             "scheduleName": facts.drill_schedule.tier,
             "includedNamespaces": list(facts.drill_namespaces),
             "namespaceMapping": dict(facts.drill_namespaces),
-            "restorePVs": True,
-            "resourceModifier": {"kind": "ConfigMap", "name": SCRATCH_MODIFIER},
+            "includedResources": ["configmaps"],
+            "labelSelector": {"matchLabels": {MARKER_LABEL: "true"}},
+            "includeClusterResources": False,
+            "restorePVs": False,
         },
     }
 
@@ -223,6 +236,8 @@ class Backup(pulumi.ComponentResource):
         ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={
             "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
         in_ns = child_opts(self, provider, depends_on=[ns])
+        # Velero's metrics port is 8085 (chart 12.1.0 metrics.service.port).
+        guard_namespace(self, provider, NAMESPACE, ns, [object_storage_flow(platform), metrics(8085)])
         if with_secret and credentials is not None:
             # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
             k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),
@@ -238,7 +253,8 @@ class Backup(pulumi.ComponentResource):
                         after_chart, spec=schedule_spec(schedule))
         for team in platform.teams:
             for team_ns in team.namespaces:
-                kube_object(f"{team_ns}-backup-marker", "v1", "ConfigMap", metadata(MARKER, team_ns),
+                kube_object(f"{team_ns}-backup-marker", "v1", "ConfigMap",
+                            metadata(MARKER, team_ns, {MARKER_LABEL: "true"}),
                             child_opts(self, provider, depends_on=[team_namespaces[team_ns]]),
                             data={"namespace": team_ns, "team": team.name})
         self._drill(platform, facts, in_ns)
@@ -268,8 +284,6 @@ class Backup(pulumi.ComponentResource):
         kube_object("drill-cluster-binding", RBAC_API, "ClusterRoleBinding", metadata(f"trainyard-{DRILL}"),
                     child_opts(self, self.provider, depends_on=[cluster_role, account]), subjects=subject,
                     roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": f"trainyard-{DRILL}"})
-        kube_object("drill-scratch-volumes", "v1", "ConfigMap", metadata(SCRATCH_MODIFIER, NAMESPACE), in_ns,
-                    data={"modifiers.yaml": yaml.safe_dump(scratch_modifier(), sort_keys=False)})
         drill = platform.spec.backup.drill
         env = {
             "RESTORE": json.dumps(drill_restore(facts), sort_keys=True),

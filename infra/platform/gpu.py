@@ -22,6 +22,7 @@ from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
 from infra.spec.versions import GPU_OPERATOR_CHART
 
+from .network import ANYWHERE, Flow, guard_namespace, metrics
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 NAMESPACE = "gpu-operator"
@@ -119,6 +120,12 @@ class GpuOperator(pulumi.ComponentResource):
         ns = namespace(NAMESPACE, "gpu-operator", child_opts(self, provider),
                        labels={"pod-security.kubernetes.io/enforce": "privileged"})
         ready: list[pulumi.Resource] = [ns]
+        # DCGM exporter 9400 and the operator's metrics 8080 (gpu-operator v26.7.0); a driver the operator
+        # builds fetches kernel headers from the distribution's mirrors. The node agents run on the host network.
+        driver = [Flow("driver-packages", "Egress", ANYWHERE, (80, 443),
+                       "the driver container fetches kernel headers from the distribution's mirrors")]
+        guard_namespace(self, provider, NAMESPACE, ns,
+                        [metrics(9400, 8080), *(driver if platform.gpu_stack.driver else [])])
         for resource_name, configmap, data in (("device-plugin-configs", DEVICE_PLUGIN_CONFIGMAP,
                                                 device_plugin_configs(platform)),
                                                ("mig-configs", MIG_CONFIGMAP, mig_configs(platform))):

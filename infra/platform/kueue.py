@@ -15,13 +15,19 @@ import yaml
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
+from infra.vocabulary import TEAM_LABEL
 
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace
+from .network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"
 FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
 ADMITTING_EFFECTS = ("NoSchedule", "NoExecute")  # Kueue ignores PreferNoSchedule flavor taints
+# The controller's ports in kueue 0.19.2's Deployment: webhook 9443, visibility API 8082, metrics 8443.
+FLOWS = [webhooks(9443, "Kueue's webhooks"),
+         Flow("visibility", "Ingress", ANYWHERE, (8082,), "the API server proxies Kueue's visibility API"),
+         metrics(8443)]
 
 
 def manager_config(platform: Platform) -> dict[str, Any]:
@@ -41,6 +47,11 @@ def manager_config(platform: Platform) -> dict[str, Any]:
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {"frameworks": FRAMEWORKS},
+        # Kueue suspends and queues every job of these kinds in a team namespace, with or without a queue
+        # label (one without a LocalQueue never starts): the queue is not a label a tenant may leave off.
+        # Elsewhere (platform namespaces) only labelled jobs are Kueue's.
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
         # All-or-nothing starts: a job whose pods are not all ready in time releases its quota.
         "waitForPodsReady": {
             "timeout": ready.timeout,
@@ -128,7 +139,10 @@ class Kueue(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Kueue", name, None, opts)
-        ns = namespace(NAMESPACE, "kueue-system", child_opts(self, provider))
+        # The chart's pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
+        ns = namespace(NAMESPACE, "kueue-system", child_opts(self, provider),
+                       labels=psa_labels("restricted", platform.spec.versions.kubernetes))
+        guard_namespace(self, provider, NAMESPACE, ns, FLOWS)
         self.chart = helm_chart("kueue", platform.spec.versions.kueue_chart(), NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=[ns]))
         # Kueue's webhooks fail closed: every queue object waits for the release.

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec.versions import Chart
+from infra.vocabulary import PSA_PREFIX
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -77,3 +78,13 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
 def namespace(name: str, resource_name: str, opts: pulumi.ResourceOptions,
               labels: Mapping[str, str] | None = None) -> pulumi.CustomResource:
     return kube_object(resource_name, "v1", "Namespace", metadata(name, labels=labels), opts)
+
+
+def psa_labels(level: str, kubernetes: str) -> dict[str, str]:
+    """Enforce the team's level; audit and warn always at `restricted`, so an exception stays visible.
+    Versions are pinned to the cluster's minor: a Kubernetes upgrade does not tighten rules unreviewed."""
+    labels = {}
+    for mode, mode_level in (("enforce", level), ("audit", "restricted"), ("warn", "restricted")):
+        labels[f"{PSA_PREFIX}/{mode}"] = mode_level
+        labels[f"{PSA_PREFIX}/{mode}-version"] = f"v{kubernetes}"
+    return labels

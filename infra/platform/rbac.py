@@ -21,11 +21,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
+from infra.vocabulary import PERSONA_LABEL, TEAM_LABEL
 
 from .objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
-from .tenancy import CI_SERVICE_ACCOUNT, TEAM_LABEL
+from .tenancy import CI_SERVICE_ACCOUNT
 
-PERSONA_LABEL = "trainyard.io/persona"
 PLATFORM_ADMIN, ML_ENGINEER, ANALYST, CI = "platform-admin", "ml-engineer", "analyst", "ci"
 
 # Kueue's chart names its aggregated roles after the Helm release, which is the Kueue component's chart
@@ -108,6 +108,14 @@ def team_rules(team: TeamFacts) -> list[dict[str, Any]]:
 def groups(platform: Platform, names: Sequence[str]) -> list[dict[str, str]]:
     identity = platform.spec.identity
     return [{"kind": "Group", "apiGroup": RBAC_GROUP, "name": identity.group(name)} for name in names]
+
+
+def ci_subjects(platform: Platform) -> tuple[list[str], list[str]]:
+    """The CI persona's identities as the API server names them: its ServiceAccounts and its groups."""
+    users = sorted(f"system:serviceaccount:{ns}:{CI_SERVICE_ACCOUNT}" for team in platform.teams
+                   for ns in team.namespaces)
+    names = sorted({g for spec in platform.spec.teams.values() for g in spec.groups.ci})
+    return users, [platform.spec.identity.group(name) for name in names]
 
 
 class Access(pulumi.ComponentResource):

@@ -11,12 +11,13 @@ import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
 from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
-from infra.spec.versions import AWS_CLI_IMAGE
+from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 
-from .objects import NETWORKING_API, child_opts, kube_object, metadata
+from .objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 
 VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
 BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on
+BUCKET_NAMESPACE_LABEL = "trainyard.io/bucket-namespace"  # on that job: the claim's namespace
 OBC_API = "objectbucket.io/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
 STORAGE_API = "storage.k8s.io/v1"
@@ -68,45 +69,60 @@ def static_volume_name(volume: Volume) -> str:
     return f"{volume.namespace}-{volume.name}"
 
 
-def versioning_job(bucket: Bucket) -> Any:
+VERSIONING_ACCOUNT = "bucket-versioning"
+CREDENTIALS_DIR = "/claim"
+# The init container copies the claim's Secret and ConfigMap keys (written by Rook under the claim's name) to
+# a memory volume, one file per key; the job reads them back. Only this ServiceAccount may get those two.
+COPY_CLAIM = r"""set -euo pipefail
+for key in AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY; do
+  kubectl -n "$CLAIM_NAMESPACE" get secret "$CLAIM" -o "jsonpath={.data.$key}" | base64 -d > "$DIR/$key"
+done
+for key in BUCKET_HOST BUCKET_PORT BUCKET_NAME; do
+  kubectl -n "$CLAIM_NAMESPACE" get configmap "$CLAIM" -o "jsonpath={.data.$key}" > "$DIR/$key"
+done
+"""
+SET_VERSIONING = r"""set -euo pipefail
+for file in "$DIR"/*; do export "$(basename "$file")=$(cat "$file")"; done
+aws s3api put-bucket-versioning --bucket "$BUCKET_NAME" --versioning-configuration Status=Enabled \
+  --endpoint-url "http://$BUCKET_HOST:$BUCKET_PORT"
+"""
+
+
+def versioning_job(bucket: Bucket, namespace: str) -> Any:
     """Ceph RGW bucket claims cannot ask for versioning (Rook 1.20): a job sets it with the claim's own
-    credentials and endpoint (the Secret and ConfigMap that Rook writes under the claim's name)."""
+    credentials and endpoint. It runs in the Rook namespace, not the claim's: a team namespace admits only
+    queued work (a platform job there would wait behind the team's quota, or need an exemption)."""
+    env = [{"name": "CLAIM", "value": bucket.key}, {"name": "CLAIM_NAMESPACE", "value": namespace},
+           {"name": "DIR", "value": CREDENTIALS_DIR}, {"name": "AWS_DEFAULT_REGION", "value": "us-east-1"},
+           {"name": "HOME", "value": "/tmp"}]
+    mounts = [{"name": "claim", "mountPath": CREDENTIALS_DIR}]
 
-    def ref(kind: str, key: str) -> dict[str, Any]:
-        return {"valueFrom": {kind: {"name": bucket.key, "key": key}}}
-
-    env = [
-        {"name": "AWS_ACCESS_KEY_ID", **ref("secretKeyRef", "AWS_ACCESS_KEY_ID")},
-        {"name": "AWS_SECRET_ACCESS_KEY", **ref("secretKeyRef", "AWS_SECRET_ACCESS_KEY")},
-        {"name": "BUCKET_HOST", **ref("configMapKeyRef", "BUCKET_HOST")},
-        {"name": "BUCKET_PORT", **ref("configMapKeyRef", "BUCKET_PORT")},
-        {"name": "BUCKET_NAME", **ref("configMapKeyRef", "BUCKET_NAME")},
-        {"name": "AWS_DEFAULT_REGION", "value": "us-east-1"},
-        {"name": "HOME", "value": "/tmp"},
-    ]
+    def container(name: str, image: str, script: str) -> dict[str, Any]:
+        return {"name": name, "image": image, "command": ["/bin/bash", "-c", script], "env": env,
+                "volumeMounts": mounts, "resources": JOB_RESOURCES, "securityContext": RESTRICTED}
     return {
         "backoffLimit": 20,  # the claim's Secret appears once Rook has provisioned the bucket
         "template": {
             "metadata": {"labels": {BUCKET_LABEL: bucket.key}},
             "spec": {
                 "restartPolicy": "OnFailure",
-                "containers": [{
-                    "name": "versioning",
-                    "image": AWS_CLI_IMAGE,
-                    "args": ["s3api", "put-bucket-versioning", "--bucket", "$(BUCKET_NAME)",
-                             "--versioning-configuration", "Status=Enabled",
-                             "--endpoint-url", "http://$(BUCKET_HOST):$(BUCKET_PORT)"],
-                    "env": env,
-                    "resources": JOB_RESOURCES,
-                    "securityContext": RESTRICTED,
-                }],
+                "serviceAccountName": VERSIONING_ACCOUNT,
+                "initContainers": [container("claim", KUBECTL_IMAGE, COPY_CLAIM)],
+                "containers": [container("versioning", AWS_CLI_IMAGE, SET_VERSIONING)],
+                "volumes": [{"name": "claim", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
             },
         },
     }
 
 
+def claim_reader(bucket: Bucket) -> list[dict[str, Any]]:
+    """Role rules: read the one Secret and ConfigMap that Rook writes for the claim."""
+    return [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"],
+             "resourceNames": [bucket.key]}]
+
+
 def object_store_egress(namespace: str) -> Any:
-    """Team pods (and the versioning job) reach the Ceph RGW that serves their dataset buckets."""
+    """Team pods reach the Ceph RGW that serves their dataset buckets."""
     return {
         "podSelector": {},
         "policyTypes": ["Egress"],
@@ -173,6 +189,9 @@ class Storage(pulumi.ComponentResource):
             "sc-object-buckets", STORAGE_API, "StorageClass", metadata(facts.bucket_class), child_opts(self, ceph),
             provisioner=f"{rook}.ceph.rook.io/bucket", reclaimPolicy="Retain",
             parameters={"objectStoreName": self.rook.object_store, "objectStoreNamespace": rook})
+        account = kube_object("sa-bucket-versioning", "v1", "ServiceAccount", metadata(VERSIONING_ACCOUNT, rook),
+                              child_opts(self, ceph))
+        subject = [{"kind": "ServiceAccount", "name": VERSIONING_ACCOUNT, "namespace": rook}]
         for bucket in facts.buckets:
             namespace = bucket.namespace if bucket.team else rook
             depends: list[pulumi.Resource] = [bucket_class]
@@ -186,9 +205,15 @@ class Storage(pulumi.ComponentResource):
             # Not in the CRD set `validate` reads (objectbucket.io): a ConfigGroup, protected like a bucket.
             obc = k8s.yaml.v2.ConfigGroup(f"obc-{bucket.key}", objs=[claim],
                                           opts=child_opts(self, ceph, depends_on=depends, protect=True))
-            kube_object(f"versioning-{bucket.key}", "batch/v1", "Job",
-                        metadata(f"bucket-versioning-{bucket.key}", namespace, {BUCKET_LABEL: bucket.key}),
-                        child_opts(self, ceph, depends_on=[obc]), spec=versioning_job(bucket))
+            name = f"{VERSIONING_ACCOUNT}-{bucket.key}"
+            role = kube_object(f"versioning-role-{bucket.key}", RBAC_API, "Role", metadata(name, namespace),
+                               child_opts(self, ceph, depends_on=depends), rules=claim_reader(bucket))
+            binding = kube_object(f"versioning-binding-{bucket.key}", RBAC_API, "RoleBinding",
+                                  metadata(name, namespace), child_opts(self, ceph, depends_on=[role, account]),
+                                  subjects=subject, roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": name})
+            labels = {BUCKET_LABEL: bucket.key, BUCKET_NAMESPACE_LABEL: namespace}
+            kube_object(f"versioning-{bucket.key}", "batch/v1", "Job", metadata(name, rook, labels),
+                        child_opts(self, ceph, depends_on=[obc, binding]), spec=versioning_job(bucket, namespace))
         for team_ns, ns_resource in sorted(self.team_namespaces.items()):
             kube_object(f"{team_ns}-allow-ceph-rgw", NETWORKING_API, "NetworkPolicy",
                         metadata("allow-object-store", team_ns), child_opts(self, ceph, depends_on=[ns_resource]),

@@ -11,20 +11,15 @@ import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
+from infra.spec.capacity import lendable_to
 from infra.spec.teams import TeamSpec
+from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
 
-from .objects import NETWORKING_API, child_opts, kube_object, metadata
+from .objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
 from .trainer import NAMESPACE as TRAINER_NAMESPACE
+from .trainer import TRAINER_STATUS_PORT
 
-TEAM_LABEL = "trainyard.io/team"
-PSA_PREFIX = "pod-security.kubernetes.io"
-PSA_REASON = "trainyard.io/pod-security-reason"
-NAME_LABEL = "kubernetes.io/metadata.name"
 CI_SERVICE_ACCOUNT = "trainyard-ci"
-
-# The Trainer controller's TrainJob status server (chart value manager.config.statusServer.port in
-# kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/values.yaml): training pods post progress to it.
-TRAINER_STATUS_PORT = 10443
 
 # Containers that declare no requests get these, so that the quota on requests admits them. No default
 # limits: a default limit below a container's own request would make the API server reject the pod.
@@ -64,28 +59,23 @@ class Tenancy(pulumi.ComponentResource):
             kube_object(f"{ns}-{policy_name}", NETWORKING_API, "NetworkPolicy", meta(policy_name), opts, spec=policy)
         kube_object(f"{ns}-ci", "v1", "ServiceAccount", meta(CI_SERVICE_ACCOUNT), opts,
                     automountServiceAccountToken=False)
-
-
-def psa_labels(level: str, kubernetes: str) -> dict[str, str]:
-    """Enforce the team's level; audit and warn always at `restricted`, so an exception stays visible.
-    Versions are pinned to the cluster's minor: a Kubernetes upgrade does not tighten rules unreviewed."""
-    labels = {}
-    for mode, mode_level in (("enforce", level), ("audit", "restricted"), ("warn", "restricted")):
-        labels[f"{PSA_PREFIX}/{mode}"] = mode_level
-        labels[f"{PSA_PREFIX}/{mode}-version"] = f"v{kubernetes}"
-    return labels
+        # The namespace's `default` ServiceAccount exists already (the API server makes it): a server-side
+        # apply patch turns its token mount off, so a pod that names no account carries no credential.
+        default = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default"),
+                   "automountServiceAccountToken": False}
+        pulumi.CustomResource("kubernetes:core/v1:ServiceAccountPatch", f"{ns}-default-sa", default, opts)
 
 
 def reach(platform: Platform, team: TeamFacts) -> dict[str, Decimal]:
-    """The most Kueue can ever admit for a team, per resource: its nominal quota plus what it may borrow
-    (up to the pool when no borrowing limit is set), never more than its pools hold at their largest."""
+    """The most Kueue can ever admit for a team, per resource, summed over its pools: its nominal quota plus
+    what it may borrow, which is the smaller of its borrowing limit and what the rest of the cohort can lend
+    it (the other queues' lendable quota and the shared pool): the team's ceiling, never the cluster's."""
     total: dict[str, Decimal] = {}
     for flavor_name, quota in team.quota.items():
-        flavor = platform.flavor(flavor_name)
         for resource, nominal in quota.items():
             limit = team.borrowing[flavor_name].get(resource)
-            pool = flavor.max_capacity.get(resource, flavor.capacity.get(resource, Decimal(0)))
-            amount = max(nominal, pool if limit is None else min(nominal + limit, pool))
+            lendable = lendable_to(platform, flavor_name, resource, team.name)
+            amount = nominal + (lendable if limit is None else min(limit, lendable))
             total[resource] = total.get(resource, Decimal(0)) + amount
     return total
 
@@ -143,7 +133,8 @@ def network_policies(team_name: str, spec: TeamSpec) -> dict[str, Any]:
             "ingress": [{"from": same_team}],
             "egress": [{"to": same_team}],
         },
-        "allow-object-storage": {"podSelector": {}, "policyTypes": ["Egress"], "egress": storage},
+        **({"allow-object-storage": {"podSelector": {}, "policyTypes": ["Egress"], "egress": storage}}
+           if storage else {}),
         # TrainJob progress reporting (the TrainJobStatus feature) posts to the Trainer controller.
         "allow-trainer-status": {
             "podSelector": {},

@@ -10,9 +10,27 @@ import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
 
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace
+from .network import TEAM_PODS, Flow, guard_namespace, metrics, webhooks
+from .objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 
 NAMESPACE = "kubeflow-system"
+# The Helm releases (the chart resources' names below) and the controller ServiceAccounts the charts name
+# after them: kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/templates/rbac/service_account.yaml
+# ("<fullname>-controller-manager") and kubernetes-sigs/jobset@v0.12.0 charts/jobset/templates/rbac/
+# service_account.yaml ("<fullname>-controller"); tests render both charts to check.
+TRAINER_RELEASE, JOBSET_RELEASE = "kubeflow-trainer", "jobset"
+TRAINER_SERVICE_ACCOUNT = f"{TRAINER_RELEASE}-controller-manager"
+JOBSET_SERVICE_ACCOUNT = f"{JOBSET_RELEASE}-controller"
+# The Trainer controller's TrainJob status server (chart value manager.config.statusServer.port in
+# kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/values.yaml): training pods post progress to it.
+TRAINER_STATUS_PORT = 10443
+# Both charts' Deployments serve webhooks on 9443 and metrics on 8443.
+FLOWS = [webhooks(9443, "the Trainer's and JobSet's webhooks"),
+         Flow("trainer-status", "Ingress", TEAM_PODS, (TRAINER_STATUS_PORT,),
+              "training pods report progress to the Trainer's status server"),
+         metrics(8443)]
+TRAINER_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{TRAINER_SERVICE_ACCOUNT}"
+JOBSET_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{JOBSET_SERVICE_ACCOUNT}"
 
 
 def _image(reference: str) -> dict[str, str]:
@@ -41,10 +59,13 @@ class Trainer(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Trainer", name, None, opts)
         versions = platform.spec.versions
-        ns = namespace(NAMESPACE, "kubeflow-system", child_opts(self, provider))
-        jobset = helm_chart("jobset", versions.jobset_chart(), NAMESPACE, jobset_values(platform),
+        # The charts' pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
+        ns = namespace(NAMESPACE, "kubeflow-system", child_opts(self, provider),
+                       labels=psa_labels("restricted", versions.kubernetes))
+        guard_namespace(self, provider, NAMESPACE, ns, FLOWS)
+        jobset = helm_chart(JOBSET_RELEASE, versions.jobset_chart(), NAMESPACE, jobset_values(platform),
                             child_opts(self, provider, depends_on=[ns]))
-        self.chart = helm_chart("kubeflow-trainer", versions.trainer_chart(), NAMESPACE, trainer_values(platform),
+        self.chart = helm_chart(TRAINER_RELEASE, versions.trainer_chart(), NAMESPACE, trainer_values(platform),
                                 child_opts(self, provider, depends_on=[jobset]))
         # The Trainer webhook validates every runtime and fails closed: runtimes wait for the release.
         for runtime in platform.runtimes:

@@ -88,7 +88,7 @@ def lending_findings(platform: Platform) -> list[Finding]:
     return findings
 
 
-def _lendable(platform: Platform, flavor: str, resource: str, borrower: str) -> Decimal:
+def lendable_to(platform: Platform, flavor: str, resource: str, borrower: str) -> Decimal:
     """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
     total = platform.queueing.shared_pool.get(flavor, {}).get(resource, Decimal(0))
     for queue in platform.queueing.queues:
@@ -107,7 +107,7 @@ def borrowing_findings(platform: Platform) -> list[Finding]:
     for queue in platform.queueing.queues:
         for entry in queue.flavors:
             for resource, limit in entry.borrowing.items():
-                if limit and _lendable(platform, entry.flavor, resource, queue.team) == 0:
+                if limit and lendable_to(platform, entry.flavor, resource, queue.team) == 0:
                     findings.append(Finding(
                         "capacity", f"flavor {entry.flavor}",
                         f"team {queue.team} may borrow {_amount(resource, limit)} {resource} but nothing in cohort "

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from infra.vocabulary import PACK_RULES
+
 from .base import Strict
 
 Level = Literal["mandatory", "advisory", "disabled"]
@@ -39,12 +41,9 @@ class PolicySpec(Strict):
     @field_validator("levels")
     @classmethod
     def _known_rules(cls, levels: dict[str, str]) -> dict[str, str]:
-        # Imported here: the pack imports infra.spec, and names must come from the pack itself.
-        from policies.rules import POLICY_NAMES
-
         for name in levels:
-            if name not in POLICY_NAMES:
-                raise ValueError(f"no policy named '{name}': use one of {', '.join(sorted(POLICY_NAMES))}")
+            if name not in PACK_RULES:
+                raise ValueError(f"no policy named '{name}': use one of {', '.join(sorted(PACK_RULES))}")
         return levels
 
     def registries(self, images: Iterable[str]) -> tuple[str, ...]:

@@ -107,11 +107,10 @@ class Destination(Strict):
     ports: list[Port] = Field(default_factory=lambda: [443], min_length=1)
 
 
-# Without `objectStorage`, a team reaches object storage (S3, GCS, Azure Blob, Ceph RGW behind TLS) and other
-# HTTPS endpoints on port 443 anywhere; a stack narrows this to the store's CIDRs and ports. Image pulls are
-# the kubelet's, not the pods', so they need no rule. Other tenants stay unreachable: their namespaces deny
-# all ingress that is not their own team's.
-HTTPS_ANYWHERE = (Destination(cidr="0.0.0.0/0"), Destination(cidr="::/0"))
+# A team's pods reach outside the cluster only at the `objectStorage` destinations it declares (the store's
+# CIDRs and ports); without them, nothing (the in-cluster Ceph RGW has its own rule). Dataset and checkpoint
+# volumes mount through CSI drivers on the node's network, and image pulls are the kubelet's: neither needs a
+# rule. Other tenants stay unreachable: their namespaces deny all ingress that is not their own team's.
 
 
 class NamespaceQuota(Strict):
@@ -130,7 +129,7 @@ class TeamSpec(Strict):
     """A team: its namespaces (default: the team name), guaranteed quota per pool, and access. Each
     namespace gets Pod Security labels, a ResourceQuota up to what Kueue can admit for the team, default
     requests, default-deny network policies with allows for DNS, the team's own namespaces, object storage
-    (`objectStorage`; default HTTPS on port 443 to any address) and the Trainer status server, and a
+    (`objectStorage`: only the declared destinations) and the Trainer status server, and a
     `trainyard-ci` ServiceAccount."""
 
     namespaces: list[DnsLabel] | None = None
@@ -164,7 +163,7 @@ class TeamSpec(Strict):
         return self
 
     def egress_destinations(self) -> tuple[Destination, ...]:
-        return tuple(self.object_storage) if self.object_storage is not None else HTTPS_ANYWHERE
+        return tuple(self.object_storage or ())
 
     def pool_quota(self, pool: str) -> PoolQuota:
         value = self.quota[pool]
