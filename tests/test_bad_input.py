@@ -4,6 +4,7 @@ limit) are accepted, so the checks cannot simply refuse everything."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from infra.cli import main
 from infra.spec import validate
 from infra.spec.load import PLATFORM_KEY
 
-from .conftest import raw_platform, stack_file, write_stack
+from .conftest import ROOT, raw_platform, stack_file, write_stack
 from .test_bad_config import _assert_one_clean_line
 
 Edit = Callable[[dict[str, Any]], None]
@@ -305,3 +306,34 @@ def test_verify_without_a_reachable_cluster_names_kubeconfig_and_context(
     line = _assert_one_clean_line(capsys, main(["verify", LAB]), (str(kubeconfig), "lab-admin", "cannot connect"))
     assert "refused" in line.lower() or "connection" in line.lower()
     _assert_one_clean_line(capsys, main(["verify", LAB, "--context", "nope"]), ("context nope",))
+
+
+MESSAGES: list[tuple[str, Edit, tuple[str, ...]]] = [
+    ("misspelt pool key", put("pools.h100.perNod", 8), (P + "pools.h100.perNod", "unknown key", "`perNode`")),
+    ("misspelt key of a required field", put("cluster", {"existing": {"contxt": "lab-admin"}}),
+     (P + "cluster.existing.contxt", "unknown key", "`context`")),
+    ("misspelt quota key", put("teams.nlp.quota.h100", {"gpu": 4}), (P + "teams.nlp.quota.h100.gpu", "`gpus`")),
+    ("too-long team name", put("teams." + "r" * 50, {"quota": {"h100": 0}}),
+     (P + "teams." + "r" * 50, "at most", "team name")),
+    ("pattern in words", put("queueing.waitForPodsReady.timeout", "10 minutes"),
+     (P + "queueing.waitForPodsReady.timeout", "a whole number of seconds, minutes or hours")),
+]
+
+
+@pytest.mark.parametrize(("edit", "words"), [m[1:] for m in MESSAGES], ids=[m[0] for m in MESSAGES])
+def test_messages_name_what_the_user_wrote_in_words(edit: Edit, words: tuple[str, ...], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    raw = raw_platform(LAB)
+    edit(raw)
+    line = _assert_one_clean_line(capsys, main(["plan", str(write_stack(tmp_path, raw, LAB))]), words)
+    assert "storage.bucketPrefix:" not in line and "pattern" not in line and "^" not in line
+
+
+def test_every_pattern_of_the_schema_is_explained_in_words() -> None:
+    """A pattern without words would show the user a generic hint: each Field(pattern=...) needs an entry."""
+    from infra.spec.errors import PATTERN_WORDS
+
+    sources = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "infra" / "spec").glob("*.py"))
+    patterns = set(re.findall(r'pattern=r"([^"]+)"', sources))
+    patterns |= {m for m in re.findall(r'^DURATION = r"([^"]+)"', sources, re.M)}
+    assert patterns and patterns <= set(PATTERN_WORDS), sorted(patterns - set(PATTERN_WORDS))
