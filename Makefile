@@ -35,8 +35,9 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# The suite runs on every core (pytest-xdist): each worker caches one offline run per stack (tests/conftest.py).
 test: install lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
-	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest
+	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
 
 crds: install  ## fetch the pinned upstream CRDs into $(CRDS) unless they are there (CI: CRDS=.cache/crds)
 	test -d $(CRDS) || scripts/fetch-crds $(CRDS)

@@ -79,7 +79,7 @@ def test_the_offline_gate_fetches_crds_before_any_test_into_the_directory_the_te
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     # `make crds` fills $(CRDS); `make test` hands $(CRDS) to the tests, which read $TRAINYARD_CRDS (conftest.CRDS)
     assert re.search(r"^crds:.*\n\ttest -d \$\(CRDS\) \|\| scripts/fetch-crds \$\(CRDS\)", makefile, re.M)
-    assert re.search(r"^test:.*\n\tTRAINYARD_CRDS=\$\(abspath \$\(CRDS\)\) \$\(VENV\)/bin/pytest", makefile, re.M)
+    assert re.search(r"^test:.*\n\tTRAINYARD_CRDS=\$\(abspath \$\(CRDS\)\) \$\(VENV\)/bin/pytest\b", makefile, re.M)
     assert workflow["env"]["CRDS"] and "--crds \"$CRDS\"" in str(steps[_index(steps, _runs("trainyard validate"))])
 
 
