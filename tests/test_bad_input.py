@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.spec import validate
+from infra.spec import SpecError, validate
 from infra.spec.load import PLATFORM_KEY
 
 from .conftest import ROOT, raw_platform, stack_file, write_stack
@@ -337,3 +337,20 @@ def test_every_pattern_of_the_schema_is_explained_in_words() -> None:
     patterns = set(re.findall(r'pattern=r"([^"]+)"', sources))
     patterns |= {m for m in re.findall(r'^DURATION = r"([^"]+)"', sources, re.M)}
     assert patterns and patterns <= set(PATTERN_WORDS), sorted(patterns - set(PATTERN_WORDS))
+
+
+def test_every_namespace_the_platform_installs_into_is_reserved() -> None:
+    """A component that adds a namespace must reserve it, or a team of that name would take it over."""
+    import infra.platform as components
+    from infra.spec.namespaces import RESERVED_NAMESPACES
+
+    installed = {module.NAMESPACE for module in (
+        __import__(f"infra.platform.{name}", fromlist=["NAMESPACE"])
+        for name in ("backup", "fabric", "gpu", "kueue", "trainer"))}
+    assert components and installed <= RESERVED_NAMESPACES, installed - RESERVED_NAMESPACES
+    raw = raw_platform(LAB)
+    raw["storage"] = {"rookCeph": {"namespace": "ceph"}}
+    validate(raw, LAB)
+    raw["teams"]["ceph"] = {"quota": {"h100": 0}}  # the site's own Rook namespace is reserved too
+    with pytest.raises(SpecError, match=r"teams\.ceph: namespace 'ceph' is reserved"):
+        validate(raw, LAB)

@@ -91,6 +91,7 @@ class PlatformSpec(Strict):
         _check_nodes_unique(self.pools)
         _check_team_quotas(self.pools, self.teams)
         _check_namespaces_unique(self.teams)
+        _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
@@ -130,6 +131,14 @@ def _check_team_quotas(pools: dict[str, PoolSpec], teams: dict[str, TeamSpec]) -
             if quota.lending_limit is not None and quota.gpus is not None and quota.lending_limit > quota.gpus:
                 raise ValueError(f"{where}.lendingLimit: {quota.lending_limit} is above the team's "
                                  f"{quota.gpus} GPUs: a team can lend at most what it has")
+
+
+def _check_rook_namespace(teams: dict[str, TeamSpec], rook: str) -> None:
+    for team_name, team in teams.items():
+        if rook in (team.namespaces or [team_name]):
+            where = f"teams.{team_name}" + (".namespaces" if team.namespaces else "")
+            raise ValueError(f"{where}: namespace '{rook}' is reserved: it is the Rook-Ceph cluster's "
+                             "(storage.rookCeph.namespace); choose another name")
 
 
 def _check_namespaces_unique(teams: dict[str, TeamSpec]) -> None:
