@@ -8,7 +8,7 @@ VENV := .venv
 STACK ?= local
 CRDS ?= ../shared/crds
 
-.PHONY: plan test lint typecheck check install render validate benchmark clean
+.PHONY: plan test lint typecheck check install render validate benchmark clean crds
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -35,8 +35,12 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: install lint typecheck  ## lint, type check and the whole test suite
-	$(VENV)/bin/pytest
+# The suite runs on every core (pytest-xdist): each worker caches one offline run per stack (tests/conftest.py).
+test: install lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
+	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
+
+crds: install  ## fetch the pinned upstream CRDs into $(CRDS) unless they are there (CI: CRDS=.cache/crds)
+	test -d $(CRDS) || scripts/fetch-crds $(CRDS)
 
 benchmark: install
 	$(VENV)/bin/python benchmarks/render_scale.py

@@ -36,10 +36,21 @@ def _exit_code(findings: Sequence[Finding]) -> int:
     return FINDINGS if any(f.severity == "error" for f in findings) else CLEAN
 
 
+def _crds(args: argparse.Namespace) -> Path | None:
+    """--crds DIR, checked before anything runs; without it, ../shared/crds when present."""
+    if not args.crds:
+        return default_crds_dir(ROOT)
+    crds = Path(args.crds)
+    if not crds.is_dir():
+        raise SpecError("--crds", f"{crds} is not a directory: give the directory of upstream CRDs "
+                                  "(<component>/<minor>/*.yaml, as scripts/fetch-crds writes it)")
+    return crds
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     path, platform = _load(args.stack)
+    crds = _crds(args)
     capture = _run(path, platform)
-    crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
     findings = run_checks(platform, capture, crds)
     print(summary(platform, capture, findings))
     if crds is None:
@@ -49,8 +60,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     path, platform = _load(args.stack)
-    capture = _run(path, platform)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SpecError("--out", f"{out} is a file: give a directory (created when missing) for plan.json and "
+                                 "manifests/")
+    capture = _run(path, platform)
     count = write(capture, out)
     print(f"rendered {len(capture.resources)} resources ({count} Kubernetes objects) to {out}")
     return CLEAN
@@ -58,9 +72,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     path, platform = _load(args.stack)
-    crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
-    if crds is not None and not crds.is_dir():
-        raise SpecError("--crds", f"{crds} is not a directory of CRDs (<component>/<minor>/*.yaml)")
+    crds = _crds(args)
     capture = _run(path, platform)
     findings = run_checks(platform, capture, crds)
     checked = sum(1 for r in capture.resources if r.custom and r.type.startswith("kubernetes:"))
@@ -78,28 +90,52 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return diff_stack(ROOT, args.stack, args.base)
 
 
+STACK_HELP = "a stack name (stacks/Pulumi.<STACK>.yaml) or the path of a stack file"
+CRDS_HELP = ("directory of upstream CRDs, <component>/<minor>/*.yaml as scripts/fetch-crds writes it "
+             "(default: ../shared/crds when present)")
+EXIT_CODES = """exit codes:
+  0  clean
+  1  findings (capacity, schema, policy, version or live-cluster problems), listed one per line
+  2  bad input: one line naming the field path, the value and the fix; nothing was run or written
+  3  a bug in Trainyard: please report it (TRAINYARD_DEBUG=1 shows the traceback)"""
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="trainyard", description="Plan, render and check Trainyard stacks offline.")
-    sub = top.add_subparsers(dest="command", required=True)
+    top = argparse.ArgumentParser(prog="trainyard", description="Plan, render and check Trainyard stacks offline.",
+                                  epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     plan = sub.add_parser("plan", help="validate, run offline, check, and print a summary")
-    plan.add_argument("stack", nargs="?", default="local")
-    plan.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
+    plan.add_argument("stack", nargs="?", default="local", help=f"{STACK_HELP} (default: local)")
+    plan.add_argument("--crds", help=CRDS_HELP)
     plan.set_defaults(func=cmd_plan)
     render = sub.add_parser("render", help="write plan.json and manifests/")
-    render.add_argument("stack")
-    render.add_argument("--out", required=True)
+    render.add_argument("stack", help=STACK_HELP)
+    render.add_argument("--out", required=True, help="directory to write plan.json and manifests/ into "
+                                                     "(created when missing; must not be a file)")
     render.set_defaults(func=cmd_render)
     validate = sub.add_parser("validate", help="schema, policy, capacity and version checks")
-    validate.add_argument("stack")
-    validate.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
+    validate.add_argument("stack", help=STACK_HELP)
+    validate.add_argument("--crds", help=CRDS_HELP)
     validate.set_defaults(func=cmd_validate)
     diff = sub.add_parser("diff", help="unified diff of rendered manifests between a git ref and the work tree")
-    diff.add_argument("stack")
-    diff.add_argument("--base", default="origin/main")
+    diff.add_argument("stack", help=STACK_HELP)
+    diff.add_argument("--base", default="origin/main", help="git ref to compare with (default: origin/main)")
     diff.set_defaults(func=cmd_diff)
     for register in EXTENSIONS:
         register(sub)
+    _document_exit_codes(top)
     return top
+
+
+def _document_exit_codes(command: argparse.ArgumentParser) -> None:
+    """Every command's and subcommand's --help ends with the exit codes."""
+    if EXIT_CODES not in (command.epilog or ""):
+        command.epilog = f"{command.epilog}\n\n{EXIT_CODES}" if command.epilog else EXIT_CODES
+    command.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in command._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _document_exit_codes(child)
 
 
 def _register_docs(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -139,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except engine.DuplicateResource as error:
         print(f"error: {error}", file=sys.stderr)
         return FINDINGS
+    except OSError as error:  # a path the user gave that cannot be read or written
+        print(f"error: {error.filename or ''}: {error.strerror or error}: check the path and its permissions",
+              file=sys.stderr)
+        return BAD_INPUT
     except Exception as error:  # an unexpected failure is a bug: one line, traceback only on request
         if os.environ.get("TRAINYARD_DEBUG"):
             raise

@@ -8,11 +8,12 @@ for the teams' groups). Exit 0 when everything holds, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
-from infra.spec import Finding, Platform, load_file, stack_path
+from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
 
@@ -181,6 +182,36 @@ class KubernetesCluster:
         return bool(status and status.allowed)
 
 
+def kubeconfig_files() -> str:
+    """The kubeconfig file(s) the client reads: $KUBECONFIG, else ~/.kube/config."""
+    from kubernetes.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
+
+    return os.environ.get("KUBECONFIG") or os.path.expanduser(KUBE_CONFIG_DEFAULT_LOCATION)
+
+
+def _why(error: Exception) -> str:
+    """One line for a connection failure (urllib3's MaxRetryError carries the socket error as its reason)."""
+    reason = getattr(error, "reason", None) or error
+    if hasattr(error, "status") and getattr(error, "status", None):
+        reason = f"HTTP {error.status} {getattr(error, 'reason', '')}".strip()  # type: ignore[attr-defined]
+    return " ".join(str(reason).split())[:200]
+
+
+def connect_and_verify(platform: Platform, context: str | None) -> list[Finding]:
+    """verify() against the cluster of `context`; a cluster that cannot be reached is bad input (exit 2) naming
+    the kubeconfig, the context and why."""
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    where = f"kubeconfig {kubeconfig_files()}, context {context or '(its current context)'}"
+    try:
+        return verify(platform, KubernetesCluster(context))
+    except (ConfigException, HTTPError, ApiException, OSError) as error:
+        raise SpecError(where, f"cannot connect to the cluster: {_why(error)}; point KUBECONFIG or --context at the "
+                               "stack's cluster (a read-only verifier's kubeconfig is enough)") from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from infra.cli import ROOT
 
@@ -188,13 +219,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         platform = load_file(stack_path(args.stack, ROOT))
         existing = platform.spec.cluster.existing
         context = args.context or (existing.context if existing else None)
-        findings = verify(platform, KubernetesCluster(context))
+        findings = connect_and_verify(platform, context)
         for finding in findings:
             print(finding.line())
         print(f"verify {platform.stack}: {len(findings)} problem(s)")
         return 1 if findings else 0
 
     parser = sub.add_parser("verify", help="after pulumi up: compare the live cluster with the stack")
-    parser.add_argument("stack")
-    parser.add_argument("--context", help="kubeconfig context (default: the stack's, else the current one)")
+    parser.add_argument("stack", help="a stack name (stacks/Pulumi.<STACK>.yaml) or the path of a stack file")
+    parser.add_argument("--context", help="kubeconfig context (default: the stack's, else the current one); the "
+                                          "kubeconfig is $KUBECONFIG, else ~/.kube/config")
     parser.set_defaults(func=run)

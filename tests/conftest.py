@@ -18,7 +18,8 @@ from infra.spec.load import PLATFORM_KEY, read_stack_config, stack_names
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = stack_names(ROOT)
-CRDS = ROOT.parent / "shared" / "crds"
+# The upstream CRDs: $TRAINYARD_CRDS (CI fetches them there with `make crds`), else ../shared/crds.
+CRDS = Path(os.environ.get("TRAINYARD_CRDS") or ROOT.parent / "shared" / "crds")
 
 
 def stack_file(stack: str) -> Path:

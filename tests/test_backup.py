@@ -208,7 +208,7 @@ def test_drill_passes_only_on_a_fresh_completed_restore_with_its_markers(
 ])
 def test_drill_accepts_backups_up_to_the_tier_interval_and_a_quarter(cron: str, max_age: int) -> None:
     raw = raw_platform("onprem-lab")
-    raw["backup"] = {"tiers": {"only": {"schedule": cron, "ttl": "720h"}}, "drill": {"tier": "only"}}
+    raw["backup"] = {"tiers": {"only": {"schedule": cron, "ttl": "2160h"}}, "drill": {"tier": "only"}}
     assert validate(raw, "onprem-lab").backup.drill_max_age_hours == max_age
     raw["backup"]["drill"]["maxBackupAge"] = "12h"
     assert validate(raw, "onprem-lab").backup.drill_max_age_hours == 12

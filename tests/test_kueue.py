@@ -195,7 +195,7 @@ def test_fabric_devices_stay_out_of_quota() -> None:
     assert config["resources"] == {"excludeResourcePrefixes": ["rdma/rdma_shared_device_a"]}  # h100's RDMA device
     del raw["pools"]["h100"]["fabricDevice"]
     assert "resources" not in _manager_config(run_raw("onprem-lab", raw))
-    raw["pools"]["l40s"]["fabric"] = "efa"
-    raw["queueing"]["excludeResourcePrefixes"] = ["nvidia.com/hostdev"]
-    config = _manager_config(run_raw("onprem-lab", raw))
+    cloud = raw_platform("aws-prod")  # EFA is an AWS fabric: its p5 pool brings the EFA devices
+    cloud.setdefault("queueing", {})["excludeResourcePrefixes"] = ["nvidia.com/hostdev"]
+    config = _manager_config(run_raw("aws-prod", cloud))
     assert config["resources"] == {"excludeResourcePrefixes": ["nvidia.com/hostdev", "vpc.amazonaws.com/efa"]}

@@ -46,6 +46,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from infra.cli import ROOT
 
     docs = sub.add_parser("docs", help="regenerate docs/stacks/<stack>.md and docs/stack-reference.md")
-    docs.add_argument("stack", nargs="?")
+    docs.add_argument("stack", nargs="?", help="a stack name or stack file (default: every stack in stacks/)")
     docs.add_argument("--check", action="store_true", help="exit 1 when a generated page is stale")
     docs.set_defaults(func=lambda args: run(ROOT, args.stack, args.check))

@@ -5,6 +5,7 @@ A check takes the run's context and returns findings; concerns add theirs to CHE
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,8 @@ CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_back
 
 
 def default_crds_dir(root: Path) -> Path | None:
-    candidate = root.parent / "shared" / "crds"
+    """$TRAINYARD_CRDS (where `make crds` fetched them), else ../shared/crds, when present."""
+    candidate = Path(os.environ.get("TRAINYARD_CRDS") or root.parent / "shared" / "crds")
     return candidate if candidate.is_dir() else None
 
 

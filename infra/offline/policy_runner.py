@@ -178,8 +178,8 @@ def run_pack(capture: Capture, config: Mapping[str, Any], stack_config: Mapping[
 
 
 def policy_findings(platform: Platform, capture: Capture) -> list[Finding]:
-    """The pack over a captured stack, with the stack's own levels and settings; the stack file (found by
-    the stack's name) is what the no-plaintext-secrets rule judges."""
-    path = stack_path(platform.stack, ROOT)
+    """The pack over a captured stack, with the stack's own levels and settings; the stack file it was loaded
+    from (else the one its name gives) is what the no-plaintext-secrets rule judges."""
+    path = platform.source or stack_path(platform.stack, ROOT)
     stack_config = read_stack_config(path) if path.is_file() else {}
     return [v.finding() for v in run_pack(capture, pack_config(platform), stack_config)]

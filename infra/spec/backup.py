@@ -9,23 +9,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .base import DnsLabel, Strict
+from .cron import Cron
 from .storage import StorageFacts, storage_of
 
 DURATION = r"^[0-9]+h$"
 DRILL_PREFIX = "drill-"
 
 
+def hours(duration: str) -> int:
+    """'48h' -> 48 (durations here are whole hours, DURATION)."""
+    return int(duration.removesuffix("h"))
+
+
 class Tier(Strict):
     """One Velero Schedule: a cron, the backups' TTL, whether volume data is copied, and which teams
     it covers (None: every team)."""
 
-    schedule: str = Field(pattern=r"^(\S+\s+){4}\S+$")
+    schedule: Cron
     ttl: str = Field(pattern=DURATION)
     volumes: bool = True
     teams: list[DnsLabel] | None = None
+
+    @model_validator(mode="after")
+    def _outlives_interval(self) -> Tier:
+        interval = cron_interval_hours(self.schedule)
+        if hours(self.ttl) < interval:
+            raise ValueError(f"ttl: {self.ttl} is shorter than the {interval}h between two backups of this tier, so "
+                             f"at times no backup exists: give at least {interval}h (e.g. {2 * interval}h)")
+        return self
 
 
 def _default_tiers() -> dict[str, Tier]:
@@ -55,10 +69,18 @@ class Drill(Strict):
     The drill also fails when that backup is older than `maxBackupAge` (default: the tier's interval plus a
     quarter of it, at least 1h), which is how a Schedule that stopped producing backups shows."""
 
-    schedule: str = Field(default="30 5 * * 1", pattern=r"^(\S+\s+){4}\S+$")
+    schedule: Cron = "30 5 * * 1"
     tier: DnsLabel = "daily"
     timeout_minutes: int = Field(default=90, gt=0, le=24 * 60, alias="timeoutMinutes")
     max_backup_age: str | None = Field(default=None, alias="maxBackupAge", pattern=DURATION)
+
+    @field_validator("max_backup_age")
+    @classmethod
+    def _not_zero(cls, value: str | None) -> str | None:
+        if value is not None and hours(value) == 0:
+            raise ValueError(f"'{value}' accepts no backup at all, so every drill fails: give the age the newest "
+                             "backup may have, at least the tier's interval between backups")
+        return value
 
 
 class BackupSpec(Strict):
@@ -72,6 +94,19 @@ class BackupSpec(Strict):
         if not tiers:
             raise ValueError("declare at least one tier, e.g. daily: {schedule: '0 2 * * *', ttl: 720h}")
         return tiers
+
+    @model_validator(mode="after")
+    def _drill_can_find_a_backup(self) -> BackupSpec:
+        tier = self.tiers.get(self.drill.tier)
+        if tier is None:
+            return self  # derive_backup names the missing tier
+        age = max_backup_age_hours(self.drill, tier.schedule)
+        if hours(tier.ttl) < age:
+            where = "drill.maxBackupAge" if self.drill.max_backup_age else f"tiers.{self.drill.tier}.ttl"
+            raise ValueError(f"{where}: tier '{self.drill.tier}' keeps its backups {tier.ttl}, less than the {age}h "
+                             "the drill accepts, so the drill can find its backup already expired: raise the tier's "
+                             "ttl or lower drill.maxBackupAge")
+        return self
 
 
 @dataclass(frozen=True)
@@ -116,7 +151,7 @@ def cron_interval_hours(cron: str) -> int:
 
 def max_backup_age_hours(drill: Drill, tier_cron: str) -> int:
     if drill.max_backup_age is not None:
-        return int(drill.max_backup_age.removesuffix("h"))
+        return hours(drill.max_backup_age)
     interval = cron_interval_hours(tier_cron)
     return interval + max(1, interval // 4)
 

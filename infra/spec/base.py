@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 class Strict(BaseModel):
     """Every stack-file model: unknown keys are errors, values are immutable once loaded."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -70,6 +70,21 @@ def _quantity(value: str | int | float) -> str:
 
 
 Quantity = Annotated[str | int, AfterValidator(_quantity)]
+
+_BYTE_UNITS = ("k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "Pi")
+
+
+def _memory(value: str | int) -> str:
+    """Memory with its unit: a bare number is bytes to Kubernetes, so `memory: 512` would mean 512 bytes."""
+    _quantity(value)
+    match = _QUANTITY.match(str(value))
+    if match is None or match.group(2) not in _BYTE_UNITS:
+        raise ValueError(f"{value!r} has no unit: Kubernetes reads a bare number as bytes; write it with a unit, "
+                         "e.g. 512Gi or 64Gi")
+    return str(value)
+
+
+Memory = Annotated[str | int, AfterValidator(_memory)]
 
 
 def format_cpu(amount: Decimal) -> str:

@@ -17,9 +17,9 @@ from .base import DnsLabel, PositiveInt, Strict
 from .catalog import gpu_model
 from .cloud_catalog import Cloud, machine
 from .pools import PoolSpec
+from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
 
 AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
-AKS_ZONES = ("1", "2", "3")
 
 
 def _exactly_one(model: BaseModel, what: str) -> None:
@@ -190,6 +190,17 @@ class EksCluster(Strict):
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="m7i.xlarge"),
                                     alias="systemPool")
 
+    known_region = field_validator("region")(aws_region)
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> EksCluster:
+        where = "network.create.zones" if self.network.create is not None else "network.existing.privateSubnets"
+        for zone in self.network.zones:
+            problem = aws_zone_problem(self.region, zone)
+            if problem:
+                raise ValueError(f"{where}: {problem}")
+        return self
+
 
 class GkeCluster(Strict):
     name: DnsLabel | None = None
@@ -204,11 +215,16 @@ class GkeCluster(Strict):
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="n2-standard-4"),
                                     alias="systemPool")
 
+    known_region = field_validator("region")(gcp_region)
+
     @model_validator(mode="after")
     def _zones_in_region(self) -> GkeCluster:
         for zone in self.zones:
-            if not zone.startswith(f"{self.region}-"):
-                raise ValueError(f"zones: {zone} is not in region {self.region}")
+            problem = gcp_zone_problem(self.region, zone)
+            if problem:
+                raise ValueError(f"zones: {problem}")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError("zones: a zone is listed twice")
         return self
 
 
@@ -222,6 +238,8 @@ class AksCluster(Strict):
     gpu_driver: Literal["cloud", "operator"] = Field(default="cloud", alias="gpuDriver")
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="Standard_D4s_v5"),
                                     alias="systemPool")
+
+    known_location = field_validator("location")(azure_location)
 
 
 CLOUD_OF: dict[str, Cloud] = {"eks": "aws", "gke": "gcp", "aks": "azure"}
@@ -276,6 +294,12 @@ class ClusterSpec(Strict):
                 if pool.instance_type is not None:
                     yield (f"pools.{name}.instanceType", "an existing cluster's pools list their `nodes` and "
                            "declare `gpu`, `perNode`, `cpu` and `memory`; instance types are for eks, gke and aks")
+                elif pool.nodes is None:
+                    yield (f"pools.{name}.count", "an existing cluster's nodes are already there: list them by name "
+                           "in `nodes` (Trainyard labels and taints them) instead of giving a `count`")
+                if pool.fabric == "efa":
+                    yield (f"pools.{name}.fabric", "EFA is an AWS fabric that EKS node groups bring: an existing "
+                           "cluster's pools use infiniband, roce or none")
             return
         seen_agent_pools: dict[str, str] = {}
         for name, pool in pools.items():
@@ -330,15 +354,16 @@ class ClusterSpec(Strict):
         if self.eks is not None:
             return zone in self.eks.network.zones
         if self.gke is not None:
-            return zone.startswith(f"{self.gke.region}-")
-        return zone in AKS_ZONES
+            return gcp_zone_problem(self.gke.region, zone) is None
+        return self.aks is not None and zone in azure_zones(self.aks.location)
 
     def _zones_hint(self) -> str:
         if self.eks is not None:
             return ", ".join(self.eks.network.zones)
         if self.gke is not None:
             return f"zones of {self.gke.region}"
-        return ", ".join(AKS_ZONES)
+        zones = azure_zones(self.aks.location) if self.aks is not None else ()
+        return ", ".join(zones) if zones else "this location has no availability zones: drop `zone`"
 
 
 def aks_pool_name(pool: str) -> str:

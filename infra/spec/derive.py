@@ -9,6 +9,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -60,6 +61,7 @@ class Platform:
     gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
     storage: StorageFacts  # classes, volumes and buckets of this environment
     backup: BackupFacts  # Velero location, schedules, drill namespaces
+    source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:

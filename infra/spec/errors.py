@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 
 class SpecError(Exception):
@@ -41,18 +45,130 @@ _PATH_IN_MESSAGE = re.compile(r"^([A-Za-z0-9_.\[\]-]+): (.+)$")
 def rooted(root: str, message: str) -> SpecError:
     """A check's "field.path: what to do" message as a SpecError at that path under `root`."""
     match = _PATH_IN_MESSAGE.match(message)
-    return SpecError(f"{root}.{match.group(1)}", match.group(2)) if match else SpecError(root, message)
+    if not match:
+        return SpecError(root, message)
+    joint = "" if match.group(1).startswith("[") else "."
+    return SpecError(f"{root}{joint}{match.group(1)}", match.group(2))
 
 
-def from_validation_error(error: ValidationError, root: str) -> SpecError:
-    """The first pydantic error as a SpecError rooted at the stack-file key."""
-    first = error.errors()[0]
+# Every pattern a stack-file field is checked against, in words: a user is never shown a raw regex.
+PATTERN_WORDS = {
+    r"^[0-9]+h$": "a whole number of hours, e.g. 48h",
+    r"^[0-9]+(s|m|h)$": "a whole number of seconds, minutes or hours, e.g. 90s, 10m, 1h",
+    r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$": "a bucket name: 3 to 63 lowercase letters, digits, '.' and '-', "
+                                          "starting and ending with a letter or digit",
+    r"^[A-Za-z0-9][A-Za-z0-9/_-]*$": "letters, digits, '/', '_' and '-', starting with a letter or digit",
+    r"^https?://\S+$": "an http:// or https:// URL without spaces",
+    r"^vpc-[0-9a-f]+$": "a VPC id: vpc- followed by hexadecimal digits",
+    r"^/subscriptions/.+/subnets/[^/]+$": "an Azure subnet resource id (/subscriptions/.../subnets/NAME)",
+    r"^[a-z]{2}(-[a-z]+)+-[0-9]$": "an AWS region name, e.g. eu-central-1",
+    r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$": "a Google Cloud project id: 6 to 30 lowercase letters, digits and '-', "
+                                       "starting with a letter",
+    r"^[a-z]+-[a-z]+[0-9]$": "a Google Cloud region name, e.g. europe-west4",
+    r"^[a-z0-9]+$": "lowercase letters and digits only, e.g. westeurope",
+    r"^[-\w.()]{1,90}$": "1 to 90 letters, digits, '-', '_', '.', '(' and ')'",
+    r"^\S*$": "no spaces",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable name: letters, digits and '_', not starting with a digit",
+    r"^[1-7]g\.[0-9]+gb$": "a MIG profile such as 1g.10gb or 3g.40gb",
+    r"^[a-z0-9-]+$": "lowercase letters, digits and '-'",
+    r"^/": "an absolute path starting with /",
+    r"^fs-[0-9a-f]+$": "an EFS file system id: fs- followed by hexadecimal digits",
+    r"^subnet-[0-9a-f]+$": "a subnet id: subnet- followed by hexadecimal digits",
+    r"^[a-z0-9][a-z0-9-]{1,40}$": "2 to 41 lowercase letters, digits and '-', starting with a letter or digit",
+}
+_TYPE_WORDS = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "string_type": "text (quote it)", "bool_type": "true or false", "dict_type": "a mapping (key: value)",
+    "list_type": "a list", "model_type": "a mapping (key: value)", "decimal_type": "a number",
+    "decimal_parsing": "a number", "is_instance_of": "a number",
+}
+
+
+def _shown(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _message(first: Any, known: Sequence[str]) -> str:
+    kind, value = first["type"], first.get("input")
+    if kind == "extra_forbidden":
+        key = str(first["loc"][-1]) if first["loc"] else ""
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+        hint = f"did you mean `{near[0]}`?" if near else \
+            (f"valid keys here: {', '.join(known)}" if known else "check its spelling against docs/stack-reference.md")
+        return f"unknown key '{key}': {hint}"
+    if kind == "missing":
+        return "required key is missing: add it (see docs/stack-reference.md)"
+    if kind == "string_pattern_mismatch":
+        pattern = str((first.get("ctx") or {}).get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern, "a value of the documented form (docs/stack-reference.md)")
+        return f"{_shown(value)} has the wrong form: give {words}"
+    if kind in _TYPE_WORDS:
+        if isinstance(value, bool):
+            return (f"{_shown(value)} is a boolean (YAML reads yes/no/on/off/true/false as booleans): give "
+                    f"{_TYPE_WORDS[kind]}")
+        return f"{_shown(value)} is not {_TYPE_WORDS[kind]}: give {_TYPE_WORDS[kind]}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if kind.startswith(("greater_than", "less_than", "too_short", "too_long", "literal_error", "enum")):
+        return f"{_shown(value)}: {message[0].lower()}{message[1:]}"
+    return message
+
+
+def known_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The keys (aliases where given) of the model found by following `loc` down from `model`; [] when the path
+    leads to no model."""
+    target: Any = model
+    for item in loc:
+        target = _step(target, item)
+        if target is None:
+            return []
+    target = _model_in(target)
+    if target is None:
+        return []
+    return sorted(info.alias or name for name, info in target.model_fields.items())
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The alternatives of an annotation: Annotated and Optional/unions unwrapped, containers kept whole."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _members(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [annotation]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    return next((m for m in _members(annotation) if isinstance(m, type) and issubclass(m, BaseModel)), None)
+
+
+def _step(annotation: Any, item: int | str) -> Any:
+    """One step of a location: a field of a model, a dict's value, a list's item; pydantic's markers pass."""
+    for member in _members(annotation):
+        if isinstance(member, type) and issubclass(member, BaseModel) and isinstance(item, str):
+            for name, info in member.model_fields.items():
+                if item in (name, info.alias):
+                    return info.annotation
+        elif get_origin(member) is dict and isinstance(item, str) and not _MARKER.match(item):
+            return get_args(member)[1]
+        elif get_origin(member) is list and isinstance(item, int):
+            return get_args(member)[0]
+    if isinstance(item, str) and _MARKER.match(item):
+        named = [m for m in _members(annotation) if getattr(m, "__name__", None) == item]
+        return named[0] if named else annotation
+    return None
+
+
+def from_validation_error(error: ValidationError, root: str, model: type[BaseModel] | None = None) -> SpecError:
+    """The most useful pydantic error (an unknown key before the missing key it was meant to be, else the deepest)
+    as a one-line SpecError rooted at the stack-file key."""
+    errors = error.errors()
+    # Of a union's alternatives, the one that got deepest into the value is the one the user meant.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"),
+                 max(errors, key=lambda e: sum(1 for item in e["loc"] if not _MARKER.match(str(item)))))
     loc = _location(tuple(first["loc"]))
     path = f"{root}.{loc}" if loc else root
-    kind = first["type"]
-    message = str(first["msg"]).removeprefix("Value error, ")
-    if kind == "extra_forbidden":
-        message = "unknown key: remove it or check its spelling against docs/stack-reference.md"
-    elif kind == "missing":
-        message = "required key is missing"
-    return SpecError(path, message)
+    known = known_keys(model, first["loc"][:-1]) if model is not None and first["type"] == "extra_forbidden" else []
+    message = _message(first, known)
+    # A check on a section names the field inside it first ("zones: ..."): that field is the path.
+    return rooted(path, message) if first["type"] == "value_error" else SpecError(path, message)

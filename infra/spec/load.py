@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import ValidationError
 
+from . import yaml_input
 from .derive import Platform, derive
 from .errors import SpecError, from_validation_error, rooted
 from .keys import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT, SECRET_KEYS
 from .platform import PlatformSpec
+from .secrets import plaintext_secret_paths
 
 if TYPE_CHECKING:
     import pulumi
@@ -40,11 +43,16 @@ def read_stack_config(path: Path) -> dict[str, Any]:
     """The `config:` mapping of a stack file, with one-line errors for every way it can be broken."""
     if not path.is_file():
         raise SpecError(str(path), "no such stack file: give a stack name from stacks/ or a path")
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        raise SpecError(str(path), "the stack file is empty: it needs a `config:` mapping with trainyard:platform")
     try:
-        document = yaml.safe_load(text)
+        text = yaml_input.decode(path.read_bytes())
+        if not text.strip():
+            raise SpecError(str(path), "the stack file is empty: it needs a `config:` mapping with trainyard:platform")
+        document = yaml_input.load(text)
+    except yaml_input.YamlInputError as error:
+        where = error.path.removeprefix("config.") if error.path.startswith("config.") else error.path
+        raise SpecError(f"{path}: {where}" if where else str(path), str(error)) from None
+    except OSError as error:
+        raise SpecError(str(path), f"cannot read the stack file: {error.strerror}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -62,7 +70,7 @@ def validate(raw: object, stack: str) -> Platform:
     try:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as error:
-        failure = from_validation_error(error, PLATFORM_KEY)
+        failure = from_validation_error(error, PLATFORM_KEY, PlatformSpec)
         raise (rooted(PLATFORM_KEY, failure.message) if failure.path == PLATFORM_KEY else failure) from None
     return derive(spec, stack)
 
@@ -79,11 +87,15 @@ def load_file(path: Path) -> Platform:
     for key in SECRET_KEYS:
         if key in config and not (isinstance(config[key], dict) and set(config[key]) == {"secure"}):
             raise SpecError(key, f"must be a secret: set it with `pulumi config set --secret {key} < file`")
+    # Judged here, on the very file being planned, whatever `policy.levels` says: a secret in plaintext is
+    # already in the repository's history once committed, so no stack may switch this check off.
+    for where, problem in plaintext_secret_paths(config):
+        raise SpecError(where, problem)
     platform_value = config[PLATFORM_KEY]
     if isinstance(platform_value, dict) and "secure" in platform_value and len(platform_value) == 1:
         raise SpecError(PLATFORM_KEY, "must not be a secret: keep secrets in their own keys "
                                       f"(e.g. {KUBECONFIG_KEY}); Pulumi returns secret objects in plaintext")
-    return validate(platform_value, stack_name(path))
+    return dataclasses.replace(validate(platform_value, stack_name(path)), source=path)
 
 
 def load_pulumi() -> Platform:

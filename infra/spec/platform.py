@@ -9,8 +9,9 @@ from pydantic import Field, field_validator, model_validator
 from .backup import BackupSpec
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
+from .namespaces import reserved_problem
 from .policy import PolicySpec
-from .pools import PoolSpec
+from .pools import MAX_NODES, PoolSpec
 from .queueing import Queueing, check_queueing
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
@@ -90,6 +91,7 @@ class PlatformSpec(Strict):
         _check_nodes_unique(self.pools)
         _check_team_quotas(self.pools, self.teams)
         _check_namespaces_unique(self.teams)
+        _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
@@ -101,6 +103,11 @@ class PlatformSpec(Strict):
 
 
 def _check_nodes_unique(pools: dict[str, PoolSpec]) -> None:
+    total = sum(pool.max_node_count for pool in pools.values())
+    if total > MAX_NODES:
+        biggest = max(pools, key=lambda name: pools[name].max_node_count)
+        raise ValueError(f"pools.{biggest}: the pools add up to {total} nodes, more than the {MAX_NODES} a Kubernetes "
+                         "cluster supports: check the node counts")
     owner: dict[str, str] = {}
     for name, pool in pools.items():
         for node in pool.nodes or []:
@@ -126,10 +133,21 @@ def _check_team_quotas(pools: dict[str, PoolSpec], teams: dict[str, TeamSpec]) -
                                  f"{quota.gpus} GPUs: a team can lend at most what it has")
 
 
+def _check_rook_namespace(teams: dict[str, TeamSpec], rook: str) -> None:
+    for team_name, team in teams.items():
+        if rook in (team.namespaces or [team_name]):
+            where = f"teams.{team_name}" + (".namespaces" if team.namespaces else "")
+            raise ValueError(f"{where}: namespace '{rook}' is reserved: it is the Rook-Ceph cluster's "
+                             "(storage.rookCeph.namespace); choose another name")
+
+
 def _check_namespaces_unique(teams: dict[str, TeamSpec]) -> None:
     # Each team's acceptance namespace is reserved too: `trainyard accept` creates and deletes it.
     owner = {acceptance_namespace(name): f"{name} (its acceptance runs)" for name in teams}
     for team_name, team in teams.items():
+        if team.namespaces is None and (problem := reserved_problem(team_name)):
+            raise ValueError(f"teams.{team_name}: a team's namespace is its name, and {problem}: rename the team "
+                             "or give it `namespaces`")
         for namespace in team.namespaces or [team_name]:
             if namespace in owner:
                 raise ValueError(f"teams.{team_name}.namespaces: '{namespace}' already belongs to team "

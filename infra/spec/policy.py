@@ -15,6 +15,8 @@ from .base import Strict
 
 Level = Literal["mandatory", "advisory", "disabled"]
 DEFAULT_REGISTRY = "docker.io"
+# Rules a stack may not lower: the stack file itself is what they protect.
+ALWAYS_MANDATORY = frozenset({"no-plaintext-secrets"})
 REPOSITORY_ENDS = ("/", ":", "@")  # what may follow a prefix in an image reference
 
 _PREFIX = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$")
@@ -41,9 +43,12 @@ class PolicySpec(Strict):
     @field_validator("levels")
     @classmethod
     def _known_rules(cls, levels: dict[str, str]) -> dict[str, str]:
-        for name in levels:
+        for name, level in levels.items():
             if name not in PACK_RULES:
                 raise ValueError(f"no policy named '{name}': use one of {', '.join(sorted(PACK_RULES))}")
+            if name in ALWAYS_MANDATORY and level != "mandatory":
+                raise ValueError(f"{name}: '{level}' is not allowed: {name} is always mandatory (a plaintext secret "
+                                 "in a committed stack file is already leaked); remove this entry")
         return levels
 
     def registries(self, images: Iterable[str]) -> tuple[str, ...]:

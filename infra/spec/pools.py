@@ -11,11 +11,14 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .base import DnsLabel, LabelKey, Labels, LabelValue, NonNegativeInt, PositiveInt, Quantity, Strict
+from .base import DnsLabel, LabelKey, Labels, LabelValue, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
 from .catalog import gpu_model
 from .cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
 
 POOL_LABEL = "trainyard.io/pool"
+# Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",
+# kubernetes.io/docs/setup/best-practices/cluster-large/): a pool (or all pools together) beyond that is a typo.
+MAX_NODES = 5000
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
@@ -79,8 +82,8 @@ class Autoscale(Strict):
     capacity check counts `min`); the nodes up to `max` are borrowable through the cohort, and the cloud's
     autoscaler adds them when admitted work does not fit."""
 
-    min: NonNegativeInt
-    max: PositiveInt
+    min: NonNegativeInt = Field(le=MAX_NODES)
+    max: PositiveInt = Field(le=MAX_NODES)
 
     @model_validator(mode="after")
     def _ordered(self) -> Autoscale:
@@ -133,10 +136,10 @@ class PoolSpec(Strict):
     instance_type: str | None = Field(default=None, alias="instanceType")
     gpu: str | None = None
     per_node: PositiveInt | None = Field(default=None, alias="perNode")
-    nodes: list[DnsLabel] | None = None
-    count: PositiveInt | None = None
+    nodes: list[DnsLabel] | None = Field(default=None, max_length=MAX_NODES)
+    count: PositiveInt | None = Field(default=None, le=MAX_NODES)
     cpu: Quantity = "32"
-    memory: Quantity = "128Gi"
+    memory: Memory = "128Gi"
     labels: Labels = Field(default_factory=dict)
     taints: list[Taint] | None = None
     capacity_type: Literal["reserved", "on-demand", "spot"] = Field(default="on-demand", alias="capacityType")
@@ -181,6 +184,27 @@ class PoolSpec(Strict):
         if name is not None:
             gpu_model(name)
         return name
+
+    @field_validator("per_node")
+    @classmethod
+    def _fits_a_node(cls, per_node: int | None, info: ValidationInfo) -> int | None:
+        gpu = info.data.get("gpu")
+        if per_node is not None and gpu is not None and per_node > gpu_model(gpu).max_per_node:
+            model = gpu_model(gpu)
+            raise ValueError(f"{per_node} is more {gpu} GPUs than one node holds (at most {model.max_per_node}; "
+                             "see infra/spec/catalog.py): give the GPUs of one node, not of the pool")
+        return per_node
+
+    @field_validator("taints")
+    @classmethod
+    def _distinct_taints(cls, taints: list[Taint] | None) -> list[Taint] | None:
+        seen: set[tuple[str, str]] = set()
+        for taint in taints or []:
+            if (taint.key, taint.effect) in seen:
+                raise ValueError(f"taint {taint.key}:{taint.effect} is given twice (a node keeps one taint per key "
+                                 "and effect): keep one")
+            seen.add((taint.key, taint.effect))
+        return taints
 
     @field_validator("mig")
     @classmethod
@@ -234,7 +258,7 @@ class PoolSpec(Strict):
                 raise ValueError(f"`{cloud_only[0]}` is for cloud pools: give the pool an `instanceType`")
             return
         if self.fabric not in ("none", entry.fabric):
-            raise ValueError(f"{entry.name} has no {self.fabric} fabric (it offers "
+            raise ValueError(f"fabric: {entry.name} has no {self.fabric} fabric (it offers "
                              f"{'none' if entry.fabric == 'none' else entry.fabric}): change `fabric`")
         if self.reservation is not None and self.capacity_type != "reserved":
             raise ValueError("a `reservation` is consumed by `capacityType: reserved` pools: set it or drop the "

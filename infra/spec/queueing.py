@@ -23,6 +23,8 @@ DURATION = r"^[0-9]+(s|m|h)$"
 HOSTNAME = "kubernetes.io/hostname"
 # Pools are tried cheapest-first: capacity already paid for, then on-demand, then interruptible spot.
 CAPACITY_ORDER = ("reserved", "on-demand", "spot")
+# What team quotas count: a resource prefix must not cover these (MIG slices are nvidia.com/mig-<profile>).
+QUOTA_RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
 
 
 class WaitForPodsReady(Strict):
@@ -35,6 +37,21 @@ class WaitForPodsReady(Strict):
     backoff_base_seconds: PositiveInt = Field(default=60, alias="backoffBaseSeconds")
     backoff_max_seconds: PositiveInt = Field(default=3600, alias="backoffMaxSeconds")
     backoff_limit_count: NonNegativeInt | None = Field(default=None, alias="backoffLimitCount")
+
+    @field_validator("timeout", "recovery_timeout")
+    @classmethod
+    def _not_zero(cls, value: str) -> str:
+        if int(value[:-1]) == 0:
+            raise ValueError(f"'{value}' is zero: every job would be requeued at once; give a time such as 10m")
+        return value
+
+    @model_validator(mode="after")
+    def _backoff_ordered(self) -> WaitForPodsReady:
+        if self.backoff_base_seconds > self.backoff_max_seconds:
+            raise ValueError(f"backoffBaseSeconds: {self.backoff_base_seconds} is above backoffMaxSeconds "
+                             f"{self.backoff_max_seconds}: the first requeue would already wait longer than the "
+                             "longest wait; lower the base or raise the maximum")
+        return self
 
 
 class PriorityClass(Strict):
@@ -117,6 +134,17 @@ class Queueing(Strict):
     # nominal quota 0 where it has no guarantee, so idle GPUs anywhere can be borrowed.
     borrow_any_pool: bool = Field(default=False, alias="borrowAnyPool")
     exclude_resource_prefixes: list[str] = Field(default_factory=list, alias="excludeResourcePrefixes")
+
+    @field_validator("exclude_resource_prefixes")
+    @classmethod
+    def _not_quota_resources(cls, prefixes: list[str]) -> list[str]:
+        # Kueue would stop counting these: a GPU, cpu or memory prefix turns every team's quota off for it.
+        for index, prefix in enumerate(prefixes):
+            covered = next((r for r in QUOTA_RESOURCES if r.startswith(prefix)), None)
+            if covered is not None:
+                raise ValueError(f"[{index}]: '{prefix}' would exclude {covered} from quota, and teams could take "
+                                 "any amount of it: exclude other resources only (e.g. example.com/fpga)")
+        return prefixes
 
     @field_validator("priorities", mode="before")
     @classmethod

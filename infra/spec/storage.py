@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from .base import DnsLabel, Quantity, Strict
+from .cron import Cron
+from .regions import aws_region, azure_location
 
 Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]
 CLOUD_PROFILES = ("aws", "gcp", "azure")
@@ -72,7 +74,15 @@ class Cleanup(Strict):
     """Finished TrainJobs are deleted this long after they finish (their JobSets and pods go with them)."""
 
     finished_train_jobs: str = Field(default="168h", alias="finishedTrainJobs", pattern=r"^[0-9]+h$")
-    schedule: str = "17 * * * *"
+    schedule: Cron = "17 * * * *"
+
+    @field_validator("finished_train_jobs")
+    @classmethod
+    def _not_zero(cls, value: str) -> str:
+        if int(value[:-1]) == 0:
+            raise ValueError(f"'{value}' deletes a TrainJob the moment it finishes, before anyone reads its status "
+                             "or logs: give at least 1h (default 168h)")
+        return value
 
 
 class StorageSpec(Strict):
@@ -268,6 +278,15 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
     """Every class, snapshot class, bucket and team volume of the stack. `teams`: team -> its namespaces."""
     profile: Profile = spec.profile or PROFILE_FOR_KIND.get(cluster.kind, "rook-ceph")
     region = spec.region or cluster_region(cluster)
+    own_cloud = PROFILE_FOR_KIND.get(cluster.kind)
+    if profile in CLOUD_PROFILES and own_cloud in CLOUD_PROFILES and profile != own_cloud:
+        raise ValueError(f"storage.profile: '{profile}' is another cloud's storage; this {cluster.kind} cluster has "
+                         f"the {own_cloud} CSI drivers: use {own_cloud} (or rook-ceph, nfs)")
+    if spec.region is not None and profile in ("aws", "azure"):
+        try:
+            (aws_region if profile == "aws" else azure_location)(spec.region)
+        except ValueError as error:
+            raise ValueError(f"storage.region: {error}") from None
     if profile in CLOUD_PROFILES and region is None:
         raise ValueError(f"storage.region: profile '{profile}' keeps buckets in a region: set storage.region "
                          "(the cluster declares none)")
@@ -297,9 +316,8 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         primary = namespaces[0]
         sizes = spec.teams.get(team, spec.volumes)
         bucket = f"{prefix}-{team}-datasets"
-        if len(bucket) > 63:
-            raise ValueError(f"storage.bucketPrefix: bucket name '{bucket}' is longer than 63 characters: "
-                             "choose a shorter bucketPrefix")
+        if len(bucket) > MAX_BUCKET:
+            raise ValueError(_long_bucket(spec, prefix, team, bucket))
         if with_buckets:
             buckets.append(Bucket(f"{team}-datasets", bucket, team, primary))
         volumes.append(Volume(team, primary, DATASETS, DATASETS, str(sizes.datasets),
@@ -324,6 +342,21 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         # Storage account names: 3-24 lowercase letters and digits, globally unique.
         azure_account=re.sub(r"[^a-z0-9]", "", prefix)[:24] if profile == "azure" else None,
     )
+
+
+MAX_BUCKET = 63  # S3 and GCS bucket names; Azure container names too
+
+
+def _long_bucket(spec: StorageSpec, prefix: str, team: str, bucket: str) -> str:
+    """Blame the key the user wrote that makes <prefix>-<team>-datasets too long: the team name when a short
+    one would fit, else the prefix (its own key, or the cluster name it defaults to)."""
+    room = MAX_BUCKET - len(f"{prefix}--datasets")
+    if room >= 1:
+        return (f"teams.{team}: the team's dataset bucket '{bucket}' would be longer than {MAX_BUCKET} characters: "
+                f"use a team name of at most {room} characters, or a shorter storage.bucketPrefix")
+    where = "storage.bucketPrefix" if spec.bucket_prefix else "storage"
+    return (f"{where}: the bucket prefix '{prefix}' leaves no room for team names in {MAX_BUCKET}-character bucket "
+            "names: set a shorter storage.bucketPrefix")
 
 
 def storage_of(spec: Any, cluster_name: str) -> StorageFacts:

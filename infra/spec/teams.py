@@ -8,13 +8,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import DnsLabel, NonNegativeInt, PositiveInt, Quantity, Strict
+from .base import DnsLabel, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
+from .namespaces import reserved_problem
 from .queueing import Preemption
-
-RESERVED_NAMESPACES = frozenset(
-    {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system", "kubeflow-system",
-     "gpu-operator", "velero", "monitoring", "trainyard-system"}
-)
 
 
 def acceptance_namespace(team: str) -> str:
@@ -29,7 +25,7 @@ class PoolQuota(Strict):
 
     gpus: NonNegativeInt | None = None
     cpu: Quantity | None = None
-    memory: Quantity | None = None
+    memory: Memory | None = None
     borrowing_limit: NonNegativeInt | None = Field(default=None, alias="borrowingLimit")
     lending_limit: NonNegativeInt | None = Field(default=None, alias="lendingLimit")
 
@@ -134,7 +130,7 @@ class TeamSpec(Strict):
 
     namespaces: list[DnsLabel] | None = None
     quota: dict[DnsLabel, NonNegativeInt | PoolQuota]
-    weight: Decimal = Field(default=Decimal(1), gt=0, le=1000)
+    weight: Decimal = Field(default=Decimal(1), gt=0, le=1000, strict=False)
     borrowing_limit: NonNegativeInt | None = Field(default=None, alias="borrowingLimit")
     groups: Groups = Field(default_factory=Groups)
     pod_security: PodSecurity = Field(default_factory=PodSecurity, alias="podSecurity")
@@ -151,9 +147,10 @@ class TeamSpec(Strict):
                 raise ValueError("list at least one namespace, or leave `namespaces` out")
             if len(set(names)) != len(names):
                 raise ValueError("a namespace is listed twice")
-            reserved = sorted(set(names) & RESERVED_NAMESPACES)
-            if reserved:
-                raise ValueError(f"namespace '{reserved[0]}' is reserved for the platform: choose another")
+            for name in names:
+                problem = reserved_problem(name)
+                if problem:
+                    raise ValueError(f"{problem}: choose another name")
         return names
 
     @model_validator(mode="after")
