@@ -149,7 +149,8 @@ class KubernetesCluster:
     def __init__(self, context: str | None) -> None:
         from kubernetes import client, config
 
-        config.load_kube_config(context=context)
+        # The file is named here: the client reads $KUBECONFIG only once, when it is first imported.
+        config.load_kube_config(config_file=kubeconfig_files(), context=context)
         self._api = client.ApiClient()
         self._core, self._apps = client.CoreV1Api(self._api), client.AppsV1Api(self._api)
         self._ext, self._custom = client.ApiextensionsV1Api(self._api), client.CustomObjectsApi(self._api)

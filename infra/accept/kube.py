@@ -8,6 +8,8 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from infra.verify import kubeconfig_files
+
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
@@ -21,7 +23,7 @@ class Kube:
     @classmethod
     def from_context(cls, context: str | None) -> Kube:
         """The kubeconfig's context (the same loading `trainyard verify` does)."""
-        config.load_kube_config(context=context)
+        config.load_kube_config(config_file=kubeconfig_files(), context=context)
         return cls(client.ApiClient())
 
     def _plain(self, item: Any) -> dict[str, Any]:
