@@ -152,9 +152,11 @@ def test_generic_gpu_runtimes_tolerate_every_gpu_pool_and_cpu_batch_only_cpu_poo
 
 
 def _mixed_stack() -> dict[str, Any]:
-    """onprem-lab plus an EFA pool without topology and a pool with GKE's topology labels and no fabric."""
+    """onprem-lab plus a RoCE pool without topology and a pool with GKE's topology labels and no fabric (EFA is
+    AWS-only: its variants are checked on aws-prod)."""
     raw = raw_platform("onprem-lab")
-    raw["pools"]["a100"] = {"gpu": "A100-SXM-80GB", "perNode": 8, "nodes": ["gpu-c01", "gpu-c02"], "fabric": "efa"}
+    raw["pools"]["a100"] = {"gpu": "A100-SXM-80GB", "perNode": 8, "nodes": ["gpu-c01", "gpu-c02"], "fabric": "roce",
+                            "fabricDevice": {"resource": "rdma/rdma_shared_device_b"}}
     raw["pools"]["h200"] = {"gpu": "H200-SXM-141GB", "perNode": 8, "nodes": ["gpu-d01", "gpu-d02"],
                             "topology": GKE}
     return raw
@@ -203,8 +205,10 @@ def test_variants_carry_their_fabric_and_are_pinned_to_their_pool() -> None:
     raw["trainer"]["fabricEnv"] = {"infiniband": {"NCCL_IB_HCA": "=mlx5_0,mlx5_1"}}
     runtimes = _by_name(validate(raw, "onprem-lab").runtimes)
     ib = [_env(c) for c in _containers(runtimes["torch-distributed-h100"])]
-    efa = [_env(c) for c in _containers(runtimes["deepspeed-distributed-a100"])]
+    roce = [_env(c) for c in _containers(runtimes["deepspeed-distributed-a100"])]
+    efa = [_env(c) for c in _containers(_by_name(platform_of("aws-prod").runtimes)["deepspeed-distributed-h100"])]
     assert all(env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1" and env["NCCL_IB_DISABLE"] == "0" for env in ib)
+    assert all(env["NCCL_IB_HCA"] == "mlx5" and "FI_PROVIDER" not in env for env in roce) and len(roce) == 2
     assert all(env["FI_PROVIDER"] == "efa" for env in efa) and len(efa) == 2  # launcher and node
     topology_only = [_env(c) for c in _containers(runtimes["jax-distributed-h200"])]
     assert not any("FI_PROVIDER" in env or "NCCL_IB_HCA" in env for env in topology_only)
