@@ -42,7 +42,7 @@ def test_the_spec_imports_neither_the_pack_nor_the_platform() -> None:
 
 
 def test_the_pack_rules_are_the_vocabulary_names() -> None:
-    assert POLICY_NAMES == set(PACK_RULES)
+    assert set(PACK_RULES) == POLICY_NAMES
 
 
 def _service_accounts(archive: str, release: str, values: dict[str, object]) -> set[str]:
