@@ -27,6 +27,7 @@ NAMESPACE = "velero"
 LOCATION = "default"
 CREDENTIALS = "velero-credentials"
 VOLUME_POLICY = "volume-policy"
+SCRATCH_MODIFIER = "drill-scratch-volumes"
 MARKER = BACKUP_MARKER
 MARKER_LABEL = "trainyard.io/backup-marker"
 DRILL = "restore-drill"
@@ -112,6 +113,15 @@ def volume_policy(storage: StorageFacts) -> dict[str, Any]:
     if not storage.klass(CHECKPOINTS).snapshots:
         policies.append({"conditions": {"storageClass": [CHECKPOINTS, SCRATCH]}, "action": {"type": "fs-backup"}})
     return {"version": "v1", "volumePolicies": policies}
+
+
+def scratch_modifier() -> dict[str, Any]:
+    """For side-by-side restores by hand (backup-restore.md, procedure B): restored claims land on the scratch
+    class, whose volumes go with the namespace they are restored into."""
+    return {"version": "v1", "resourceModifierRules": [{
+        "conditions": {"groupResource": "persistentvolumeclaims", "resourceNameRegex": ".*"},
+        "patches": [{"operation": "replace", "path": "/spec/storageClassName", "value": SCRATCH}],
+    }]}
 
 
 def drill_restore(facts: BackupFacts) -> dict[str, Any]:
@@ -284,6 +294,8 @@ class Backup(pulumi.ComponentResource):
         kube_object("drill-cluster-binding", RBAC_API, "ClusterRoleBinding", metadata(f"trainyard-{DRILL}"),
                     child_opts(self, self.provider, depends_on=[cluster_role, account]), subjects=subject,
                     roleRef={"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": f"trainyard-{DRILL}"})
+        kube_object("drill-scratch-volumes", "v1", "ConfigMap", metadata(SCRATCH_MODIFIER, NAMESPACE), in_ns,
+                    data={"modifiers.yaml": yaml.safe_dump(scratch_modifier(), sort_keys=False)})
         drill = platform.spec.backup.drill
         env = {
             "RESTORE": json.dumps(drill_restore(facts), sort_keys=True),

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from infra import vocabulary
+
 from .base import parse_quantity
 from .flavors import distinct_tolerations
 
@@ -94,13 +96,7 @@ def requested_resources(runtime: Mapping[str, Any]) -> dict[str, Decimal]:
 
 def tolerates(runtime: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
     """Whether every pod of the runtime tolerates a node taint (Kubernetes' matching rules)."""
-    def match(toleration: Mapping[str, str]) -> bool:
-        if toleration.get("effect") not in (None, "", taint["effect"]):
-            return False
-        if toleration.get("operator") == "Exists":
-            return toleration.get("key") in (None, "", taint["key"])
-        return toleration.get("key") == taint["key"] and toleration.get("value", "") == taint.get("value", "")
-    return all(any(match(t) for t in pod.get("tolerations", [])) for pod in pod_specs(runtime))
+    return all(any(vocabulary.tolerates(t, taint) for t in pod.get("tolerations", [])) for pod in pod_specs(runtime))
 
 
 def _add_tolerations(runtime: dict[str, Any], tolerations: Sequence[Mapping[str, str]]) -> None:
