@@ -13,6 +13,7 @@ from typing import Any
 from infra.spec import Finding, Platform
 from infra.spec.capacity import capacity_findings
 
+from .apiserver.plan_checks import crd_cel_findings
 from .backup_checks import backup_findings
 from .engine import Capture
 from .plan import objects
@@ -38,6 +39,11 @@ def check_schemas(ctx: Context) -> list[Finding]:
     return schema_findings(ctx.objects(), ctx.crds, ctx.platform.spec.versions.kubernetes)
 
 
+def check_crd_cel(ctx: Context) -> list[Finding]:
+    """The CEL rules (x-kubernetes-validations) of the pinned CRDs on every custom resource."""
+    return crd_cel_findings(ctx.objects(), ctx.crds)
+
+
 def check_policies(ctx: Context) -> list[Finding]:
     """The CrossGuard pack (policies/) over the registrations: pins, tenant bindings, namespace baseline,
     GPU tolerations, retained volumes, protected state, secrets, version compatibility."""
@@ -50,7 +56,7 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_policies, check_backup]
 
 
 def default_crds_dir(root: Path) -> Path | None:

@@ -1,0 +1,38 @@
+"""The offline API server's checks in `trainyard plan`/`validate`: every object the platform renders goes
+through the rules the live API server would apply to it; each refusal is an error naming object, field
+path and the rule's message; each rule that cannot be evaluated offline is a warning (listed, not skipped)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.offline.schema import CrdIndex, is_custom
+from infra.spec import Finding
+
+from . import crd_rules
+from .verdict import Refusal, Unchecked, subject
+
+
+def _findings(obj: dict[str, Any], refusals: list[Refusal]) -> list[Finding]:
+    return [Finding(r.family, subject(obj), f"{r.field}: {r.message}" if r.field else r.message) for r in refusals]
+
+
+def unchecked_findings(family: str, unchecked: set[Unchecked]) -> list[Finding]:
+    return [Finding(family, u.where, f"rule not evaluated offline ({u.why}): {u.rule}", "warning")
+            for u in sorted(unchecked)]
+
+
+def crd_cel_findings(objects: list[dict[str, Any]], index: CrdIndex | None) -> list[Finding]:
+    """The pinned CRDs' CEL rules on every custom resource (schemas come from the pinned CRD directories)."""
+    if index is None:
+        return []
+    findings: list[Finding] = []
+    unchecked: set[Unchecked] = set()
+    for obj in objects:
+        schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if is_custom(obj) else None
+        if schema is None:
+            continue  # the schema check reports custom resources without a CRD
+        outcome = crd_rules.evaluate(obj, schema)
+        findings += _findings(obj, outcome.refusals)
+        unchecked.update(outcome.unchecked)
+    return findings + unchecked_findings("crd-cel", unchecked)
