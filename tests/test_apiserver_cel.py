@@ -79,7 +79,7 @@ def test_transition_rules_hold_on_an_unchanged_update(index: CrdIndex) -> None:
 
 
 def test_topology_levels_must_be_unique(index: CrdIndex) -> None:
-    topology = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "racks"},
+    topology: dict[str, Any] = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "racks"},
                 "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
     assert _refusals(index, topology) == []
     topology["spec"]["levels"].insert(0, {"nodeLabel": "rack"})
@@ -87,7 +87,7 @@ def test_topology_levels_must_be_unique(index: CrdIndex) -> None:
 
 
 def test_jobset_startup_order_excludes_depends_on(index: CrdIndex) -> None:
-    jobs = [{"name": name, "replicas": 1, "template": {"spec": {"template": {
+    jobs: list[dict[str, Any]] = [{"name": name, "replicas": 1, "template": {"spec": {"template": {
         "spec": {"containers": [{"name": "c", "image": "i"}]}}}}} for name in ("a", "b")]
     jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "j"},
               "spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"}, "replicatedJobs": jobs}}

@@ -24,7 +24,7 @@ class Unevaluable(Exception):
     """The expression cannot be evaluated offline (syntax this interpreter lacks, an unknown function)."""
 
 
-def _is_sorted(items: celtypes.ListType) -> celtypes.BoolType:
+def _is_sorted(items: list[Any]) -> celtypes.BoolType:
     return celtypes.BoolType(all(a <= b for a, b in itertools.pairwise(items)))
 
 
