@@ -13,7 +13,7 @@ from typing import Any
 from infra.spec import Finding, Platform
 from infra.spec.capacity import capacity_findings
 
-from .apiserver.plan_checks import crd_cel_findings
+from .apiserver.plan_checks import crd_cel_findings, webhook_findings
 from .backup_checks import backup_findings
 from .engine import Capture
 from .plan import objects
@@ -44,6 +44,11 @@ def check_crd_cel(ctx: Context) -> list[Finding]:
     return crd_cel_findings(ctx.objects(), ctx.crds)
 
 
+def check_webhooks(ctx: Context) -> list[Finding]:
+    """The validating webhooks of the pinned Kueue, Trainer and JobSet, re-checked offline."""
+    return webhook_findings(ctx.objects(), ctx.platform.spec.versions)
+
+
 def check_policies(ctx: Context) -> list[Finding]:
     """The CrossGuard pack (policies/) over the registrations: pins, tenant bindings, namespace baseline,
     GPU tolerations, retained volumes, protected state, secrets, version compatibility."""
@@ -56,7 +61,7 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_policies, check_backup]
 
 
 def default_crds_dir(root: Path) -> Path | None:

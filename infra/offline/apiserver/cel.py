@@ -17,7 +17,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from infra.spec.base import parse_quantity
+from . import quantity
 
 
 class Unevaluable(Exception):
@@ -40,10 +40,7 @@ def _last_index_of(container: Any, item: Any) -> celtypes.IntType:
 
 
 def _quantity(text: str) -> Decimal:
-    try:
-        return parse_quantity(str(text))
-    except ValueError as error:  # the library raises on a malformed quantity, as the API server does
-        raise ValueError(f"quantity: {text!r} is not a Kubernetes quantity") from error
+    return quantity.parse(text)  # raises on a malformed quantity, as the library does on the server
 
 
 def _format(template: str, args: celtypes.ListType) -> celtypes.StringType:
@@ -103,21 +100,13 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "findAll": lambda s, pattern: celtypes.ListType([celtypes.StringType(m) for m in re.findall(str(pattern), str(s))]),
     # quantities (k8s.io/apiserver/pkg/cel/library/quantity.go), represented by their decimal value
     "quantity": lambda s: celtypes.DoubleType(float(_quantity(s))),
-    "isQuantity": lambda s: _bool(_is_quantity(str(s))),
+    "isQuantity": lambda s: _bool(quantity.valid(s)),
     "compareTo": lambda a, b: celtypes.IntType((a > b) - (a < b)),
     "isGreaterThan": lambda a, b: _bool(a > b),
     "isLessThan": lambda a, b: _bool(a < b),
     "asInteger": lambda q: celtypes.IntType(int(q)),
     "asApproximateFloat": lambda q: celtypes.DoubleType(float(q)),
 }
-
-
-def _is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except ValueError:
-        return False
-    return True
 
 
 _ENV = celpy.Environment()

@@ -8,8 +8,10 @@ from typing import Any
 
 from infra.offline.schema import CrdIndex, is_custom
 from infra.spec import Finding
+from infra.spec.versions import Versions
 
-from . import crd_rules
+from . import crd_rules, webhooks
+from .state import ClusterState
 from .verdict import Refusal, Unchecked, subject
 
 
@@ -36,3 +38,11 @@ def crd_cel_findings(objects: list[dict[str, Any]], index: CrdIndex | None) -> l
         findings += _findings(obj, outcome.refusals)
         unchecked.update(outcome.unchecked)
     return findings + unchecked_findings("crd-cel", unchecked)
+
+
+def webhook_findings(objects: list[dict[str, Any]], versions: Versions) -> list[Finding]:
+    """The pinned Kueue, Trainer and JobSet webhooks' rules on every object they would see."""
+    rules, missing = webhooks.rules_for(versions)
+    cluster = ClusterState(objects)
+    findings = [f for obj in objects for f in _findings(obj, webhooks.review(obj, cluster, rules))]
+    return findings + unchecked_findings("webhook", set(missing))
