@@ -13,7 +13,7 @@ from typing import Any
 from infra.spec import Finding, Platform
 from infra.spec.capacity import capacity_findings
 
-from .apiserver.plan_checks import crd_cel_findings, webhook_findings
+from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook_findings
 from .backup_checks import backup_findings
 from .engine import Capture
 from .plan import objects
@@ -49,6 +49,11 @@ def check_webhooks(ctx: Context) -> list[Finding]:
     return webhook_findings(ctx.objects(), ctx.platform.spec.versions)
 
 
+def check_admission(ctx: Context) -> list[Finding]:
+    """The platform passes its own admission: the stack's ValidatingAdmissionPolicies and Pod Security."""
+    return admission_findings(ctx.objects())
+
+
 def check_policies(ctx: Context) -> list[Finding]:
     """The CrossGuard pack (policies/) over the registrations: pins, tenant bindings, namespace baseline,
     GPU tolerations, retained volumes, protected state, secrets, version compatibility."""
@@ -61,7 +66,8 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
+                       check_backup]
 
 
 def default_crds_dir(root: Path) -> Path | None:

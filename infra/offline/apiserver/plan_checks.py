@@ -10,7 +10,7 @@ from infra.offline.schema import CrdIndex, is_custom
 from infra.spec import Finding
 from infra.spec.versions import Versions
 
-from . import crd_rules, webhooks
+from . import crd_rules, podsecurity, vap, webhooks
 from .state import ClusterState
 from .verdict import Refusal, Unchecked, subject
 
@@ -46,3 +46,17 @@ def webhook_findings(objects: list[dict[str, Any]], versions: Versions) -> list[
     cluster = ClusterState(objects)
     findings = [f for obj in objects for f in _findings(obj, webhooks.review(obj, cluster, rules))]
     return findings + unchecked_findings("webhook", set(missing))
+
+
+def admission_findings(objects: list[dict[str, Any]]) -> list[Finding]:
+    """The stack's own ValidatingAdmissionPolicies (with their bindings) and Pod Security on every object the
+    platform creates, each as a CREATE by the platform: the platform must pass its own admission."""
+    cluster = ClusterState(objects)
+    findings: list[Finding] = []
+    unchecked: set[Unchecked] = set()
+    for obj in objects:
+        outcome = vap.evaluate(vap.Request(obj), cluster)
+        findings += _findings(obj, outcome.refusals + podsecurity.review(obj, cluster))
+        findings += [Finding(w.family, subject(obj), w.message, "warning") for w in outcome.warnings]
+        unchecked.update(outcome.unchecked)
+    return findings + unchecked_findings(vap.FAMILY, unchecked)
