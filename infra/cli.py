@@ -114,10 +114,17 @@ def _register_verify(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     register(sub)
 
 
+def _register_admit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.offline.apiserver.admit import register
+
+    register(sub)
+
+
 # Subcommands that live with their concern register here: register(subparsers) adds one.
 EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
     _register_docs,
     _register_verify,
+    _register_admit,
 ]
 EXTENSIONS.append(register_team)
 

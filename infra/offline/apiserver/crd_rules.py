@@ -120,7 +120,7 @@ def _evaluate_node(value: Any, schema: dict[str, Any], path: str, kind: str, out
             result = error
         outcome.evaluated += 1
         if not is_true(result):
-            where = (path + rule.field_path) if rule.field_path else (path or "(root)")
+            where = (path + rule.field_path) if rule.field_path else path
             detail = f" (evaluation error: {result})" if isinstance(result, EvalError) else ""
             outcome.refusals.append(Refusal("crd-cel", where.lstrip("."), _message(rule, activation) + detail,
                                             rule.reason))

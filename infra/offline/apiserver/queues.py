@@ -47,7 +47,8 @@ def _can_use(cluster_queue: dict[str, Any], resource: str) -> bool:
     return False
 
 
-def review(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+def review(obj: dict[str, Any], cluster: ClusterState, excluded: tuple[str, ...] = ()) -> list[Refusal]:
+    """`excluded`: resource prefixes Kueue's configuration leaves out of quota (excludeResourcePrefixes)."""
     queue = obj.get("metadata", {}).get("labels", {}).get(QUEUE_LABEL)
     if queue is None:
         return []
@@ -65,4 +66,5 @@ def review(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         return [Refusal(FAMILY, where, f"LocalQueue {queue!r} points to ClusterQueue {name!r}, which does not exist")]
     return [Refusal(FAMILY, "", f"ClusterQueue {name!r} (LocalQueue {namespace}/{queue}) has no quota for "
                     f"{resource} and cannot borrow it: the Workload would stay pending")
-            for resource in sorted(requested(obj, cluster)) if not _can_use(cluster_queue, resource)]
+            for resource in sorted(requested(obj, cluster))
+            if not resource.startswith(excluded) and not _can_use(cluster_queue, resource)]

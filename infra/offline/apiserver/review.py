@@ -31,8 +31,10 @@ class Verdict:
 class Reviewer:
     """The offline API server of one stack: its pinned CRDs and webhook rules, and what the cluster holds."""
 
-    def __init__(self, versions: Versions, crds: CrdIndex | None, cluster: ClusterState) -> None:
+    def __init__(self, versions: Versions, crds: CrdIndex | None, cluster: ClusterState,
+                 kueue_excluded: tuple[str, ...] = ()) -> None:
         self.versions = versions
+        self.kueue_excluded = kueue_excluded
         self.crds = crds
         self.cluster = cluster
         self.webhook_rules, self.missing_webhooks = webhooks.rules_for(versions)
@@ -62,5 +64,5 @@ class Reviewer:
         verdict.rules += policies.evaluated
         verdict.refusals += podsecurity.review(obj, self.cluster)
         if queues_too:
-            verdict.refusals += queues.review(obj, self.cluster)
+            verdict.refusals += queues.review(obj, self.cluster, self.kueue_excluded)
         return verdict
