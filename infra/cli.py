@@ -156,11 +156,18 @@ def _register_accept(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     register(sub)
 
 
+def _register_admit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.offline.apiserver.admit import register
+
+    register(sub)
+
+
 # Subcommands that live with their concern register here: register(subparsers) adds one.
 EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
     _register_docs,
     _register_verify,
     _register_accept,
+    _register_admit,
 ]
 EXTENSIONS.append(register_team)
 

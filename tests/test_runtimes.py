@@ -4,7 +4,7 @@ the fabric settings and the Kueue topology request exactly where a pool declares
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,18 +162,29 @@ def _mixed_stack() -> dict[str, Any]:
     return raw
 
 
+def _variants(names: Sequence[str], pools: Sequence[str]) -> dict[str, str]:
+    """Variant name -> its pool, for these runtimes on these pools."""
+    return {rt.variant_name(rt.read(name), pool): pool for name in names for pool in pools}
+
+
+def test_torchtune_variants_keep_the_model_in_the_three_part_name() -> None:
+    assert rt.variant_name(rt.read("torchtune-llama3.2-1b"), "h100") == "torchtune.h100-llama3.2-1b"
+    assert rt.variant_name(rt.read("torchtune-qwen2.5-1.5b"), "p5-spot") == "torchtune.p5.spot-qwen2.5-1.5b"
+    assert rt.variant_name(rt.read("torch-distributed"), "p5-spot") == "torch-distributed-p5-spot"
+
+
 def test_topology_annotation_exactly_where_the_pool_declares_topology() -> None:
     raw = _mixed_stack()
     platform = validate(raw, "onprem-lab")
     runtimes = _by_name(platform.runtimes)
     gpu_runtimes = [n for n in RUNTIMES if n != "cpu-batch"]
     narrowest = {"h100": raw["pools"]["h100"]["topology"]["rack"], "h200": GKE["host"]}
-    expected = {n for n in gpu_runtimes} | {f"{n}-{p}" for n in gpu_runtimes for p in ("h100", "a100", "h200")}
-    assert set(runtimes) == expected | {"cpu-batch"}  # l40s and cpu: neither fabric nor topology
+    variants = _variants(gpu_runtimes, ("h100", "a100", "h200"))
+    assert set(runtimes) == {*gpu_runtimes, *variants, "cpu-batch"}  # l40s and cpu: neither fabric nor topology
     for name, runtime in runtimes.items():
         requested = {key: value for ann in _annotations(runtime).values() for key, value in ann.items()
                      if key in TOPOLOGY_KEYS}
-        pool = name.rsplit("-", 1)[1] if name not in RUNTIMES else None
+        pool = variants.get(name)
         if pool in narrowest:
             assert requested == {TOPOLOGY_KEYS[0]: narrowest[pool]}, name
             trainers = [job for job, ann in _annotations(runtime).items() if TOPOLOGY_KEYS[0] in ann]
@@ -196,7 +207,7 @@ def test_every_stack_requests_topology_only_on_variants_of_pools_with_topology(s
     for runtime in kube_objects(capture_of(stack), "ClusterTrainingRuntime"):
         name = runtime["metadata"]["name"]
         requested = {v for ann in _annotations(runtime).values() for k, v in ann.items() if k in TOPOLOGY_KEYS}
-        pool = next((p for p in with_topology if name.endswith(f"-{p}") and name[: -len(p) - 1] in RUNTIMES), None)
+        pool = _variants(RUNTIMES, tuple(with_topology)).get(name)
         assert requested == ({with_topology[pool][-1]} if pool else set()), (stack, name)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from infra.spec import Finding, Platform
 from infra.spec.capacity import capacity_findings
 
+from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook_findings
 from .backup_checks import backup_findings
 from .engine import Capture
 from .plan import objects
@@ -39,6 +40,21 @@ def check_schemas(ctx: Context) -> list[Finding]:
     return schema_findings(ctx.objects(), ctx.crds, ctx.platform.spec.versions.kubernetes)
 
 
+def check_crd_cel(ctx: Context) -> list[Finding]:
+    """The CEL rules (x-kubernetes-validations) of the pinned CRDs on every custom resource."""
+    return crd_cel_findings(ctx.objects(), ctx.crds)
+
+
+def check_webhooks(ctx: Context) -> list[Finding]:
+    """The validating webhooks of the pinned Kueue, Trainer and JobSet, re-checked offline."""
+    return webhook_findings(ctx.objects(), ctx.platform.spec.versions)
+
+
+def check_admission(ctx: Context) -> list[Finding]:
+    """The platform passes its own admission: the stack's ValidatingAdmissionPolicies and Pod Security."""
+    return admission_findings(ctx.objects())
+
+
 def check_policies(ctx: Context) -> list[Finding]:
     """The CrossGuard pack (policies/) over the registrations: pins, tenant bindings, namespace baseline,
     GPU tolerations, retained volumes, protected state, secrets, version compatibility."""
@@ -51,7 +67,8 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
+                       check_backup]
 
 
 def default_crds_dir(root: Path) -> Path | None:

@@ -6,6 +6,7 @@ in two shapes (runtimes/README.md):
   runtimes: the CPU pools' taints), no fabric settings, no topology request;
 - `<runtime>-<pool>` for each GPU pool with a fabric or a topology: pinned to that pool by its node label,
   with the pool's NCCL/libfabric environment and the Kueue topology annotation for its narrowest level.
+  torchtune runtimes are the exception (`variant_name`): Trainer 2.2 reads the model from the runtime's name.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .pools import PoolSpec
 
 RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
+FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 ACCELERATOR_LABEL = "trainyard.io/accelerator"  # "none" on runtimes that must stay off GPU pools
 TOPOLOGY_ANNOTATION = {"preferred": "kueue.x-k8s.io/podset-preferred-topology",
                        "required": "kueue.x-k8s.io/podset-required-topology"}
@@ -119,13 +121,24 @@ def _set_env(container: dict[str, Any], env: Mapping[str, str]) -> None:
     container["env"] = entries + [{"name": key, "value": value} for key, value in env.items()]
 
 
+def variant_name(runtime: Mapping[str, Any], pool: str) -> str:
+    """`<runtime>-<pool>`; for torchtune `<framework>.<pool>-<model>-<size>` (pool dashes as dots): Trainer
+    2.2.1 refuses `tune run` unless the runtime name has exactly three dash-separated parts, the last two
+    naming the model (kubeflow/trainer v2.2.1 pkg/runtime/framework/plugins/torch/torchtune.go)."""
+    name = runtime["metadata"]["name"]
+    if runtime["metadata"].get("labels", {}).get(FRAMEWORK_LABEL) != "torchtune":
+        return f"{name}-{pool}"
+    first, rest = name.split("-", 1)
+    return f"{first}.{pool.replace('-', '.')}-{rest}"
+
+
 def variant(name: str, pool: str, node_labels: Mapping[str, str], tolerations: Sequence[Mapping[str, str]],
             env: Mapping[str, str], topology: tuple[str, str] | None) -> dict[str, Any]:
     """`<name>-<pool>`: pinned to the pool, its fabric environment on the training containers and, when the
     pool declares topology, the Kueue topology request `(mode, level label)` on the training pod sets (one
     pod-set group, so an MPI launcher lands in the same domain as its nodes)."""
     runtime = render(name, tolerations)
-    runtime["metadata"]["name"] = f"{name}-{pool}"
+    runtime["metadata"]["name"] = variant_name(runtime, pool)
     trainers = [job for job in replicated_jobs(runtime) if job["name"] in TRAINER_JOBS]
     for job in trainers:
         template = job["template"]["spec"]["template"]

@@ -1,0 +1,69 @@
+"""Kubernetes name and label syntax (k8s.io/apimachinery/pkg/util/validation), as the webhooks apply it.
+Each function returns the problems found (empty when valid)."""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_PATH_SEGMENT = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    problems = [] if len(value) <= 253 else ["must be no more than 253 characters"]
+    if not _DNS1123_SUBDOMAIN.match(value):
+        problems.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                        "'.', and must start and end with an alphanumeric character")
+    return problems
+
+
+def dns1035_label(value: str) -> list[str]:
+    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
+    if not _DNS1035_LABEL.match(value):
+        problems.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                        "alphabetic character, and end with an alphanumeric character")
+    return problems
+
+
+def dns1123_label(value: str) -> list[str]:
+    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
+    if not _DNS1123_LABEL.match(value):
+        problems.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+                        "must start and end with an alphanumeric character")
+    return problems
+
+
+def qualified_name(value: str) -> list[str]:
+    """A label key or resource name: an optional DNS subdomain prefix, '/', and a name of at most 63 chars."""
+    prefix, _, name = value.rpartition("/")
+    problems = []
+    if "/" in value and (not prefix or dns1123_subdomain(prefix)):
+        problems.append("prefix part must be a lowercase RFC 1123 subdomain")
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    elif not _QUALIFIED_NAME.match(name):
+        problems.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                        "end with an alphanumeric character")
+    return problems
+
+
+def label_value(value: str) -> list[str]:
+    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
+    if not _LABEL_VALUE.match(value):
+        problems.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+                        "'.', and must start and end with an alphanumeric character")
+    return problems
+
+
+def domain_prefixed_path(value: str) -> list[str]:
+    """`example.com/path`: a DNS subdomain, '/', then a non-empty HTTP path (IsDomainPrefixedPath)."""
+    domain, slash, path = value.partition("/")
+    if not slash or not domain or not path:
+        return ["must be a domain-prefixed path (such as \"acme.io/foo\")"]
+    return dns1123_subdomain(domain) + ([] if _PATH_SEGMENT.match(path) else ["path has invalid characters"])

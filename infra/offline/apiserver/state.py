@@ -1,0 +1,52 @@
+"""What the offline API server knows of the cluster besides the object under review: the objects the stack
+renders plus the ones submitted with it (namespaces with their labels, runtimes, queues, policies). Webhooks
+that read the cluster (the Trainer's runtime lookup, Kueue's queues) read this instead."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+TRAINER_GROUP = "trainer.kubeflow.org"
+NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def _namespace(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("namespace", ""))
+
+
+class ClusterState:
+    def __init__(self, objects: Iterable[dict[str, Any]]) -> None:
+        self.objects = [obj for obj in objects if isinstance(obj, dict)]
+        self._by_kind: dict[str, list[dict[str, Any]]] = {}
+        for obj in self.objects:
+            self._by_kind.setdefault(str(obj.get("kind", "")), []).append(obj)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return self._by_kind.get(kind, [])
+
+    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        """The labels of a namespace the stack (or the submission) declares, with the name label Kubernetes
+        adds; None for a namespace nobody declares."""
+        for obj in self.of_kind("Namespace"):
+            if _name(obj) == namespace:
+                return {**obj.get("metadata", {}).get("labels", {}), NAME_LABEL: namespace}
+        return None
+
+    def runtime(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        """A ClusterTrainingRuntime by name, or a TrainingRuntime by name in the TrainJob's namespace."""
+        for obj in self.of_kind(kind):
+            if obj.get("apiVersion", "").startswith(f"{TRAINER_GROUP}/") and _name(obj) == name and (
+                    kind == "ClusterTrainingRuntime" or _namespace(obj) == namespace):
+                return obj
+        return None
+
+    def local_queue(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return next((q for q in self.of_kind("LocalQueue") if _name(q) == name and _namespace(q) == namespace), None)
+
+    def cluster_queue(self, name: str) -> dict[str, Any] | None:
+        return next((q for q in self.of_kind("ClusterQueue") if _name(q) == name), None)

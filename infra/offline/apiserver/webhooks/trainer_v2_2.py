@@ -1,0 +1,146 @@
+"""Kubeflow Trainer 2.2 validating webhooks, re-written from the upstream source at v2.2.1 (kubeflow/trainer):
+the runtime webhooks (`pkg/webhooks/{clustertrainingruntime,trainingruntime}_webhook.go`) and the TrainJob
+webhook (`pkg/webhooks/trainjob_webhook.go`), which looks the runtime up and runs the ML-policy plugins'
+Validate (`pkg/runtime/framework/plugins/{torch,mpi,xgboost,jobset}`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..names import domain_prefixed_path
+from ..state import TRAINER_GROUP, ClusterState
+from ..verdict import Refusal
+from .podsets import jobset_pod_sets, trainjob_pod_sets
+
+FAMILY = "webhook:trainer"
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+# pkg/webhooks/trainingruntime_webhook.go expectedContainerNames: ancestor label -> container it must have
+ANCESTOR_CONTAINERS = {"trainer": "node", "model-initializer": "model-initializer",
+                       "dataset-initializer": "dataset-initializer"}
+# pkg/constants/constants.go
+TORCH_RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
+                                "PET_MASTER_PORT"})
+XGBOOST_RESERVED_ENV = frozenset({"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"})
+TORCHTUNE_ENTRYPOINT = ["tune", "run"]
+TORCHTUNE_MODELS = frozenset({"llama3_2/1B", "llama3_2/3B", "llama3_3/70B", "qwen2_5/1.5B"})
+TORCHTUNE_MULTI_NODE_MODEL = "llama3_3/70B"
+
+
+def _refuse(field: str, message: str) -> Refusal:
+    return Refusal(FAMILY, field, message)
+
+
+def runtime(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+    """trainingruntime_webhook.go validateReplicatedJobs (both runtime kinds): a replicated job labelled as a
+    trainer or initializer ancestor has 1 replica and the container of its ancestor."""
+    found = []
+    jobs = obj.get("spec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+    for i, job in enumerate(jobs):
+        ancestor = job.get("template", {}).get("metadata", {}).get("labels", {}).get(
+            "trainer.kubeflow.org/trainjob-ancestor-step")
+        if ancestor not in ANCESTOR_CONTAINERS:
+            continue
+        path = f"spec.template.spec.replicatedJobs[{i}]"
+        if int(job.get("replicas", 1)) != 1:
+            found.append(_refuse(f"{path}.replicas", "always must be 1"))
+        containers = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+        if not any(c.get("name") == ANCESTOR_CONTAINERS[ancestor] for c in containers):
+            found.append(_refuse(f"{path}.template.spec.template.spec.containers",
+                                 f"must contain the required container for the ancestor: {ancestor}"))
+    return found
+
+
+def torchtune_model(runtime_name: str) -> str:
+    """plugins/torch/torchtune.go getModelFromRuntimeRef: the model is read from the runtime's name, which
+    must have exactly three dash-separated parts (`torchtune-llama3.2-1b` -> `llama3_2/1B`)."""
+    fields = runtime_name.split("-")
+    if len(fields) != 3:
+        return ""
+    return f"{fields[1].replace('.', '_')}/{fields[2].upper()}"
+
+
+def _torch(job: dict[str, Any], runtime_name: str) -> list[Refusal]:
+    """plugins/torch/torch.go Validate and torchtune.go validateTorchTune (the pretrained-model and node-count
+    rules; QLoRA recipe rules apply only to jobs that pass LoRA arguments)."""
+    trainer = job.get("spec", {}).get("trainer", {})
+    found = []
+    reserved = sorted({e.get("name") for e in trainer.get("env", [])} & TORCH_RESERVED_ENV)
+    if reserved:
+        found.append(_refuse("spec.trainer.env", f"must not have reserved envs, invalid envs configured: {reserved}"))
+    if trainer.get("command") == TORCHTUNE_ENTRYPOINT:
+        model = torchtune_model(runtime_name)
+        if model not in TORCHTUNE_MODELS:
+            found.append(_refuse("spec.runtimeRef.name", "must have a supported pretrained model, invalid model "
+                                 f"configured: {model}"))
+        if int(trainer.get("numNodes", 1)) > 1 and model != TORCHTUNE_MULTI_NODE_MODEL:
+            found.append(_refuse("spec.trainer.numNodes", f"must be 1 for {model} model"))
+    return found
+
+
+def trainjob(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+    """trainjob_webhook.go ValidateCreate: the runtime kind is registered and the runtime exists
+    (pkg/runtime/core/*trainingruntime.go ValidateObjects), then every plugin's Validate."""
+    spec = obj.get("spec", {})
+    ref = spec.get("runtimeRef", {})
+    group, kind = ref.get("apiGroup", TRAINER_GROUP), ref.get("kind", "ClusterTrainingRuntime")
+    if group != TRAINER_GROUP or kind not in RUNTIME_KINDS:
+        return [_refuse("", f"unsupported runtime: {kind}.{group}")]
+    namespace = obj.get("metadata", {}).get("namespace", "")
+    found_runtime = cluster.runtime(kind, str(ref.get("name", "")), namespace)
+    if found_runtime is None:
+        article = "clusterTrainingRuntime" if kind == "ClusterTrainingRuntime" else "trainingRuntime"
+        return [_refuse("spec.runtimeRef", f"{kind} {ref.get('name')!r} not found: specified {article} must be "
+                        "created before the TrainJob is created")]
+    policy = found_runtime.get("spec", {}).get("mlPolicy", {})
+    found = []
+    if "torch" in policy:
+        found += _torch(obj, str(ref.get("name")))
+    trainer = spec.get("trainer", {})
+    if "mpi" in policy and int(trainer.get("numNodes", 1)) >= 2 and policy["mpi"].get("runLauncherAsNode"):
+        names = {p.name for p in trainjob_pod_sets(obj, found_runtime)}
+        if not {"launcher", "node"} <= names:  # plugins/mpi/mpi.go Validate
+            found.append(_refuse("spec.trainer.numNodes", "must have 1 when MPI trainingRuntime with enabled "
+                                 "runLauncherAsNode does not have either launcher and node"))
+    if "xgboost" in policy:  # plugins/xgboost/xgboost.go Validate
+        found += [_refuse(f"spec.trainer.env[{i}]", f"{e.get('name')} is reserved for the XGBoost runtime")
+                  for i, e in enumerate(trainer.get("env", [])) if e.get("name") in XGBOOST_RESERVED_ENV]
+    return found + _jobset_plugin(obj, found_runtime)
+
+
+def _jobset_plugin(obj: dict[str, Any], found_runtime: dict[str, Any]) -> list[Refusal]:
+    """plugins/jobset/jobset.go Validate: initializers the TrainJob configures exist in the runtime; runtime
+    patches name existing jobs and containers and set no env on the initializer and node containers."""
+    spec = obj.get("spec", {})
+    containers = {p.name: {*p.containers, *p.init_containers}
+                  for p in jobset_pod_sets(found_runtime.get("spec", {}).get("template", {}).get("spec", {}))}
+    found = []
+    for part, job_name in (("dataset", "dataset-initializer"), ("model", "model-initializer")):
+        if part not in spec.get("initializer", {}):
+            continue
+        if job_name not in containers:
+            found.append(_refuse("spec.runtimeRef", f"must have {job_name} job when trainJob is configured with "
+                                 f"input {part}Config"))
+        elif job_name not in containers[job_name]:
+            found.append(_refuse("spec.runtimeRef", f"must have container with name - {job_name} in the "
+                                 f"{job_name} job"))
+    for i, patch in enumerate(spec.get("runtimePatches", [])):
+        path = "spec.runtimePatches"
+        found += [_refuse(f"{path}[{i}].manager", p) for p in domain_prefixed_path(str(patch.get("manager", "")))]
+        jobs = patch.get("trainingRuntimeSpec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", [])
+        for job_patch in jobs:
+            name = job_patch.get("name")
+            if name not in containers:
+                found.append(_refuse(path, "must not have replicated job that doesn't exist in the runtime job "
+                                     "template"))
+                continue
+            pod = job_patch.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+            for key, word in (("initContainers", "initContainer"), ("containers", "container")):
+                for container in pod.get(key, []):
+                    if container.get("name") not in containers[name]:
+                        found.append(_refuse(path, f"must not have {word} that doesn't exist in the runtime job "
+                                             f"{name}"))
+                    elif (key == "containers" and container.get("env")
+                          and container.get("name") in ANCESTOR_CONTAINERS.values()):
+                        found.append(_refuse(path, "must not have envs for the dataset-initializer, "
+                                             "model-initializer, node containers"))
+    return found

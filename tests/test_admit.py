@@ -1,0 +1,112 @@
+"""`trainyard admit STACK FILE...`: every example project is admitted on onprem-lab; one violating case per
+rule family is refused with the rule and its reason; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.cli import main
+from infra.offline.apiserver.admit import answer
+from infra.offline.schema import CrdIndex
+
+from .conftest import CRDS, ROOT, capture_of, platform_of
+
+STACK = "onprem-lab"
+EXAMPLE = ROOT / "examples" / "torch-distributed" / "trainjob.yaml"
+
+
+@pytest.fixture(scope="module")
+def crds() -> CrdIndex:
+    return CrdIndex(CRDS, platform_of(STACK).spec.versions.crd_dirs())
+
+
+def _answer(crds: CrdIndex, *objects: dict[str, Any]) -> list[str]:
+    lines, refused = answer(platform_of(STACK), capture_of(STACK), list(objects), crds)
+    assert refused == sum(1 for line in {x.split(":")[0] for x in lines} if line.startswith("refused"))
+    return [line for line in lines if not line.startswith("not checked")]
+
+
+def _example() -> dict[str, Any]:
+    return copy.deepcopy(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+
+
+def test_every_example_is_admitted_on_onprem_lab(capsys: pytest.CaptureFixture[str]) -> None:
+    files = sorted(str(p) for p in (ROOT / "examples").glob("*/*.yaml"))
+    assert main(["admit", STACK, *files, "--crds", str(CRDS)]) == 0
+    out = capsys.readouterr().out
+    assert "refused" not in out.replace(", 0 refused", "") and out.count("admitted TrainJob/") == 10
+
+
+def test_the_example_as_is_is_admitted(crds: CrdIndex) -> None:
+    assert _answer(crds, _example()) == ["admitted TrainJob/vision/resnet-imagenet"]
+
+
+def test_schema_family(crds: CrdIndex) -> None:
+    job = _example()
+    job["spec"]["trainer"]["numNodez"] = 2
+    assert any(line.startswith("refused TrainJob/vision/resnet-imagenet: schema: spec.trainer.numNodez: not in the CRD")
+               for line in _answer(crds, job))
+
+
+def test_crd_cel_family(crds: CrdIndex) -> None:
+    job = _example()
+    job["metadata"]["name"] = "ResNet"
+    assert "refused TrainJob/vision/ResNet: crd-cel: metadata.name must match RFC 1035 DNS label format" in \
+        _answer(crds, job)
+
+
+def test_webhook_family(crds: CrdIndex) -> None:
+    job = _example()
+    job["spec"]["runtimeRef"]["name"] = "torch-distributed-h200"
+    assert _answer(crds, job)[0] == (
+        "refused TrainJob/vision/resnet-imagenet: webhook:trainer: spec.runtimeRef: ClusterTrainingRuntime "
+        "'torch-distributed-h200' not found: specified clusterTrainingRuntime must be created before the TrainJob "
+        "is created")
+
+
+def test_admission_policy_family(crds: CrdIndex) -> None:
+    job = _example()
+    job["spec"]["trainer"]["image"] = "quay.io/someone/python:3.12"
+    assert any("admission-policy: ValidatingAdmissionPolicy 'trainyard-allowed-registries' denied request" in line
+               for line in _answer(crds, job))
+
+
+def test_pod_security_family(crds: CrdIndex) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debug", "namespace": "vision"},
+           "spec": {"hostNetwork": True, "containers": [{"name": "c", "image": "nvcr.io/nvidia/pytorch:25.08-py3"}]}}
+    assert any(line.startswith("refused Pod/vision/debug: pod-security: violates PodSecurity \"restricted:latest\"")
+               for line in _answer(crds, pod))
+
+
+def test_queue_family(crds: CrdIndex) -> None:
+    job = _example()
+    job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "vision-big"
+    assert any("queue: metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue 'vision-big' does not exist in "
+               "namespace vision" in line for line in _answer(crds, job))
+
+
+def test_an_undeclared_namespace_is_refused(crds: CrdIndex) -> None:
+    job = _example()
+    job["metadata"]["namespace"] = "nowhere"
+    assert any('namespace: metadata.namespace: namespaces "nowhere" not found' in line for line in _answer(crds, job))
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read it"),
+    ("a: [1, 2\n", "not valid YAML at line"),
+    ("just text\n", "document 1: not a Kubernetes object"),
+    ("apiVersion: v1\nkind: Pod\n", "document 1: not a Kubernetes object"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
+                                          message: str) -> None:
+    path = tmp_path / "m.yaml"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    assert main(["admit", STACK, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(path) in err

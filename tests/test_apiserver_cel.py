@@ -1,0 +1,128 @@
+"""The pinned CRDs' CEL rules, evaluated by the offline API server as the API server does: scoped to their
+schema node, defaulted first, transition rules as an unchanged update, unevaluable rules listed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.offline.apiserver import crd_rules
+from infra.offline.apiserver.cel import compiled, to_cel
+from infra.offline.apiserver.plan_checks import crd_cel_findings
+from infra.offline.plan import objects
+from infra.offline.schema import CrdIndex
+
+from .conftest import CRDS, STACKS, capture_of, platform_of
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture(scope="module")
+def index() -> CrdIndex:
+    return CrdIndex(CRDS, platform_of("onprem-lab").spec.versions.crd_dirs())
+
+
+def _refusals(index: CrdIndex, obj: dict[str, Any]) -> list[str]:
+    schema = index.schema(obj["apiVersion"], obj["kind"])
+    assert schema is not None
+    return [r.line() for r in crd_rules.evaluate(obj, schema).refusals]
+
+
+def _cq(**flavor_resource: Any) -> dict[str, Any]:
+    return {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "vision"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+                {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": 8, **flavor_resource},
+                                               {"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}
+
+
+def test_rules_are_counted_per_crd_of_the_pinned_versions(index: CrdIndex) -> None:
+    counts = {kind: len(crd_rules.rules_of(kind, schema)) for (group, version, kind), schema in index.schemas.items()
+              if version in ("v1beta2", "v1alpha1", "v1alpha2")}
+    assert counts["ClusterQueue"] == 4 and counts["TrainJob"] == 16 and counts["JobSet"] == 8
+    assert counts["ResourceFlavor"] == 10 and counts["Workload"] == 23
+
+
+def test_a_clusterqueue_without_cohort_may_not_set_a_borrowing_limit(index: CrdIndex) -> None:
+    assert _refusals(index, _cq()) == []
+    cohort = _cq(borrowingLimit=4)
+    assert _refusals(index, cohort) == ["crd-cel: spec: borrowingLimit must be nil when cohort is empty"]
+    cohort["spec"]["cohortName"] = "all"
+    assert _refusals(index, cohort) == []
+
+
+def test_a_rule_is_scoped_to_its_node_inside_arrays(index: CrdIndex) -> None:
+    cq = _cq()
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    assert _refusals(index, cq) == [
+        "crd-cel: spec.resourceGroups[0]: flavors must have the same number of resources as the coveredResources"]
+
+
+def test_schema_defaults_apply_before_the_rules(index: CrdIndex) -> None:
+    """reclaimWithinCohort defaults to Never, so a borrowWithinCohort policy alone is refused."""
+    cq = _cq()
+    cq["spec"]["cohortName"] = "all"
+    cq["spec"]["preemption"] = {"borrowWithinCohort": {"policy": "LowerPriority"}}
+    assert any("reclaimWithinCohort" in line for line in _refusals(index, cq))
+    cq["spec"]["preemption"]["reclaimWithinCohort"] = "Any"
+    assert _refusals(index, cq) == []
+
+
+def test_transition_rules_hold_on_an_unchanged_update(index: CrdIndex) -> None:
+    local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "vision", "namespace": "vision"},
+                   "spec": {"clusterQueue": "vision"}}
+    schema = index.schema(KUEUE, "LocalQueue")
+    assert schema is not None
+    outcome = crd_rules.evaluate(local_queue, schema)
+    assert outcome.evaluated == 1 and outcome.refusals == []
+
+
+def test_topology_levels_must_be_unique(index: CrdIndex) -> None:
+    topology: dict[str, Any] = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": "racks"},
+                "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+    assert _refusals(index, topology) == []
+    topology["spec"]["levels"].insert(0, {"nodeLabel": "rack"})
+    assert len(_refusals(index, topology)) == 1
+
+
+def test_jobset_startup_order_excludes_depends_on(index: CrdIndex) -> None:
+    jobs: list[dict[str, Any]] = [{"name": name, "replicas": 1, "template": {"spec": {"template": {
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}}}} for name in ("a", "b")]
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "j"},
+              "spec": {"startupPolicy": {"startupPolicyOrder": "InOrder"}, "replicatedJobs": jobs}}
+    assert _refusals(index, jobset) == []
+    jobs[1]["dependsOn"] = [{"name": "a", "status": "Ready"}]
+    assert _refusals(index, jobset) == ["crd-cel: spec: StartupPolicy and DependsOn APIs are mutually exclusive"]
+
+
+@pytest.mark.parametrize(("name", "refused"), [("a" * 63, False), ("a" * 64, True), ("resnet-1", False),
+                                               ("1resnet", True)])
+def test_trainjob_names_are_dns_labels(index: CrdIndex, name: str, refused: bool) -> None:
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name},
+           "spec": {"runtimeRef": {"name": "torch-distributed"}}}
+    assert bool(_refusals(index, job)) is refused
+
+
+def test_unevaluable_rules_are_listed_not_skipped(index: CrdIndex) -> None:
+    schema = copy.deepcopy(index.schema(KUEUE, "LocalQueue"))
+    assert schema is not None
+    schema["x-kubernetes-validations"] = [{"rule": "self.metadata.name.noSuchFunction()", "message": "m"}]
+    outcome = crd_rules.evaluate({"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "a"}}, schema)
+    assert outcome.refusals == [] and [u.why for u in outcome.unchecked] == [
+        "function noSuchFunction() is not implemented"]
+
+
+def test_kubernetes_library_functions() -> None:
+    assert compiled("self.isSorted()").run({"self": to_cel([1, 2, 2])})
+    assert not compiled("self.isSorted()").run({"self": to_cel([2, 1])})
+    assert compiled("'%s/%d'.format(['a', 3])").run({}) == "a/3"
+    assert compiled("quantity('1Gi').isGreaterThan(quantity('1G'))").run({})
+    assert not compiled("quantity('1G').isGreaterThan(quantity('1G'))").run({})
+    assert compiled("'a,b'.split(',').join('-')").run({}) == "a-b"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_passes_the_crd_rules(stack: str) -> None:
+    index = CrdIndex(CRDS, platform_of(stack).spec.versions.crd_dirs())
+    assert crd_cel_findings([obj for _, obj in objects(capture_of(stack))], index) == []
