@@ -8,7 +8,7 @@ VENV := .venv
 STACK ?= local
 CRDS ?= ../shared/crds
 
-.PHONY: plan test lint typecheck check install render validate benchmark clean
+.PHONY: plan test lint typecheck check install charts render validate benchmark clean
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -20,26 +20,29 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.synced
 
-plan: install  ## the main job: plan the default stack offline (no credentials, no cluster)
+charts: install  ## the pinned chart archives, verified, in .charts/ (from ../shared/charts, else upstream)
+	$(VENV)/bin/python scripts/fetch-charts
+
+plan: charts  ## the main job: plan the default stack offline (no credentials, no cluster)
 	$(VENV)/bin/trainyard plan $(STACK)
 
-render: install
+render: charts
 	$(VENV)/bin/trainyard render $(STACK) --out build/$(STACK)
 
-validate: install
+validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts
 
 typecheck: install
 	$(VENV)/bin/mypy
 
-test: install lint typecheck  ## lint, type check and the whole test suite
+test: charts lint typecheck  ## lint, type check and the whole test suite
 	$(VENV)/bin/pytest
 
-benchmark: install
+benchmark: charts
 	$(VENV)/bin/python benchmarks/render_scale.py
 
 clean:
-	rm -rf build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build .charts .pytest_cache .mypy_cache .ruff_cache

@@ -48,13 +48,12 @@ def _teams(platform: Platform) -> list[str]:
 
 
 def _charts(capture: Capture) -> list[str]:
-    rows = [["release", "chart", "version", "namespace"]]
+    rows = [["release", "chart archive", "version", "content digest", "namespace"]]
     for record in capture.resources:
         if record.type.startswith("kubernetes:helm.sh/"):
             inputs = record.inputs
-            chart = inputs.get("chart", "")
-            repo = inputs.get("repositoryOpts", {}).get("repo")
-            rows.append([record.name, f"{repo}/{chart}" if repo else chart, str(inputs.get("version", "")),
+            digest, _, archive = str(inputs.get("chart", "")).removeprefix(".charts/").rpartition("/")
+            rows.append([record.name, archive, str(inputs.get("version", "")), f"sha256:{digest[:16]}…",
                          str(inputs.get("namespace", ""))])
     return _table(rows)
 
