@@ -8,9 +8,12 @@ import io
 import tarfile
 from pathlib import Path
 
+import helm_python as helm
 import pytest
 
+from infra.offline import charts
 from infra.offline.chartcache import VENDORED, ChartCacheError, content_digest, ensure
+from infra.offline.charts import Source, unknown_keys
 from infra.spec.versions import CHART_DIGESTS, Chart, Versions, installable_charts
 
 from .conftest import STACKS, capture_of
@@ -85,3 +88,66 @@ def test_every_chart_is_installed_from_its_verified_cache_path(stack: str) -> No
         digest, archive = path.removeprefix(".charts/").split("/")
         assert by_archive[archive].path == path and CHART_DIGESTS[archive] == f"sha256:{digest}"
         assert "repositoryOpts" not in record.inputs and record.inputs["version"] == by_archive[archive].version
+
+
+# --- rendered offline -------------------------------------------------------------------------------------
+
+def test_unknown_values_keys_are_found_at_any_depth_and_free_form_defaults_take_anything() -> None:
+    defaults = {"image": {"repository": "r", "tag": "t"}, "nodeSelector": {}, "extra": None, "list": [1]}
+    assert list(unknown_keys({"image": {"repository": "x", "tag": "y"}}, defaults)) == []
+    assert list(unknown_keys({"image": {"registry": "x"}}, defaults)) == ["image.registry"]
+    assert list(unknown_keys({"imag": {}}, defaults)) == ["imag"]
+    assert list(unknown_keys({"nodeSelector": {"a": "b"}, "extra": {"c": 1}, "list": [{"d": 2}]}, defaults)) == []
+
+
+def _tiny_chart(tmp_path: Path, template: str) -> Path:
+    with helm.Chart.create("tiny", tmp_path) as created:
+        created.close()
+    templates = tmp_path / "tiny" / "templates"
+    for path in templates.iterdir():
+        if path.is_file():
+            path.unlink()
+    (templates / "probe.yaml").write_text(template, encoding="utf-8")
+    with helm.Chart.load(tmp_path / "tiny") as chart:
+        return Path(chart.save(tmp_path))
+
+
+def test_the_stack_kubernetes_version_and_chart_apis_are_helm_capabilities(tmp_path: Path) -> None:
+    archive = _tiny_chart(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: probe\ndata:\n"
+                          "  kube: {{ .Capabilities.KubeVersion.Version }}\n"
+                          "  monitoring: '{{ .Capabilities.APIVersions.Has \"monitoring.coreos.com/v1\" }}'\n"
+                          "  release: {{ .Release.Name }}/{{ .Release.Namespace }}\n")
+    source = Source("kubernetes:helm.sh/v4:Chart::probe", "probe", "probe-ns", Chart("tiny", "", "0.1.0"), {})
+    for kubernetes, apis, has in (("1.33", [], "false"), ("1.34", ["monitoring.coreos.com/v1"], "true")):
+        manifests, _, _ = charts._render(source, archive, kubernetes, apis)
+        [probe] = charts._documents(manifests)
+        assert probe["data"] == {"kube": f"v{kubernetes}.0", "monitoring": has, "release": "probe/probe-ns"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_chart_objects_join_the_capture_marked_with_their_chart(stack: str) -> None:
+    capture = capture_of(stack)
+    charts_by_ref = {r.ref(): r for r in capture.resources if r.type == "kubernetes:helm.sh/v4:Chart"}
+    installed = [r for r in capture.resources if r.chart]
+    assert {r.chart for r in installed} == set(charts_by_ref)
+    for record in installed:
+        assert record.parent == record.chart and record.provider == charts_by_ref[record.chart].provider
+        assert record.retain_on_delete == (record.inputs["kind"] == "CustomResourceDefinition")
+    kinds = {(r.chart.rpartition("::")[2], r.inputs["kind"]) for r in installed}
+    assert {("kueue", "Deployment"), ("jobset", "Deployment"), ("kubeflow-trainer", "Deployment")} <= kinds
+    assert all(not rendered.problems for rendered in capture.charts), [r.problems for r in capture.charts]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_jobset_controller_image_is_the_released_one(stack: str) -> None:
+    [deployment] = [r.inputs for r in capture_of(stack).resources
+                    if r.chart.endswith("::jobset") and r.inputs["kind"] == "Deployment"]
+    images = {c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.k8s.io/jobset/jobset:v0.12.0"}
+
+
+def test_a_disabled_subchart_installs_none_of_its_crds() -> None:
+    """Trainer bundles JobSet 0.11's CRD; with jobset.install=false Helm installs only the JobSet chart's."""
+    crds = [(r.chart, r.inputs["metadata"]["name"]) for r in capture_of("local").resources
+            if r.inputs.get("kind") == "CustomResourceDefinition" and "jobset" in r.inputs["metadata"]["name"]]
+    assert crds == [("kubernetes:helm.sh/v4:Chart::jobset", "jobsets.jobset.x-k8s.io")]
