@@ -8,7 +8,6 @@ import io
 import tarfile
 from pathlib import Path
 
-import helm_python as helm
 import pytest
 
 from infra.offline import charts
@@ -101,15 +100,8 @@ def test_unknown_values_keys_are_found_at_any_depth_and_free_form_defaults_take_
 
 
 def _tiny_chart(tmp_path: Path, template: str) -> Path:
-    with helm.Chart.create("tiny", tmp_path) as created:
-        created.close()
-    templates = tmp_path / "tiny" / "templates"
-    for path in templates.iterdir():
-        if path.is_file():
-            path.unlink()
-    (templates / "probe.yaml").write_text(template, encoding="utf-8")
-    with helm.Chart.load(tmp_path / "tiny") as chart:
-        return Path(chart.save(tmp_path))
+    return _archive(tmp_path / "tiny-0.1.0.tgz", {"tiny/Chart.yaml": b"apiVersion: v2\nname: tiny\nversion: 0.1.0\n",
+                                                  "tiny/templates/probe.yaml": template.encode()})
 
 
 def test_the_stack_kubernetes_version_and_chart_apis_are_helm_capabilities(tmp_path: Path) -> None:

@@ -59,8 +59,10 @@ def _charts(capture: Capture) -> list[str]:
 
 
 def _objects(capture: Capture) -> list[str]:
-    kinds = Counter(obj["kind"] for _, obj in objects(capture))
-    return _table([["kind", "count"], *([kind, str(n)] for kind, n in sorted(kinds.items()))])
+    ours = Counter(obj["kind"] for record, obj in objects(capture) if not record.chart)
+    charts = Counter(obj["kind"] for record, obj in objects(capture) if record.chart)
+    return _table([["kind", "declared", "from charts"],
+                   *([kind, str(ours[kind]), str(charts[kind])] for kind in sorted(ours | charts))])
 
 
 def _schedules(capture: Capture) -> list[str]:
@@ -107,6 +109,6 @@ def stack_page(platform: Platform, capture: Capture) -> str:
         "## Teams", "", *_teams(platform),
         "## Versions and charts", "", *_charts(capture),
         "## Backup schedules", "", *_schedules(capture),
-        "## Kubernetes objects declared", "", *_objects(capture),
+        "## Kubernetes objects", "", *_objects(capture),
     ]
     return "\n".join(lines).rstrip() + "\n"

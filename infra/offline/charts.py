@@ -145,8 +145,9 @@ def _render(source: Source, archive: Path, kubernetes: str,
         # A fresh load per render: rendering drops disabled subcharts from the loaded chart (and so their
         # crds/ from what it installs, as Helm does).
         with helm.Chart.load(archive) as chart:
+            defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
             problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
-                        for key in unknown_keys(source.values, _with_nulls(chart.merge_values(None), chart.values))]
+                        for key in unknown_keys(source.values, defaults)]
             try:
                 chart.validate_schema(source.values)
             except helm.HelmError as error:
