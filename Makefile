@@ -8,7 +8,7 @@ VENV := .venv
 STACK ?= local
 CRDS ?= ../shared/crds
 
-.PHONY: plan test lint typecheck check install render validate benchmark clean crds
+.PHONY: plan test lint typecheck check install charts render validate benchmark clean crds
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -20,30 +20,33 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.synced
 
-plan: install  ## the main job: plan the default stack offline (no credentials, no cluster)
+charts: install  ## the pinned chart archives, verified, in .charts/ (from ../shared/charts, else upstream)
+	$(VENV)/bin/python scripts/fetch-charts
+
+plan: charts  ## the main job: plan the default stack offline (no credentials, no cluster)
 	$(VENV)/bin/trainyard plan $(STACK)
 
-render: install
+render: charts
 	$(VENV)/bin/trainyard render $(STACK) --out build/$(STACK)
 
-validate: install
+validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts
 
 typecheck: install
 	$(VENV)/bin/mypy
 
 # The suite runs on every core (pytest-xdist): each worker caches one offline run per stack (tests/conftest.py).
-test: install lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
+test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
 	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
 
 crds: install  ## fetch the pinned upstream CRDs into $(CRDS) unless they are there (CI: CRDS=.cache/crds)
 	test -d $(CRDS) || scripts/fetch-crds $(CRDS)
 
-benchmark: install
+benchmark: charts
 	$(VENV)/bin/python benchmarks/render_scale.py
 
 clean:
-	rm -rf build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build .charts .pytest_cache .mypy_cache .ruff_cache

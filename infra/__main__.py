@@ -12,3 +12,4 @@ cluster = build_cluster(platform, secret(KUBECONFIG_KEY))
 build_platform(platform, cluster, secret(CREDENTIALS_KEY))
 pulumi.export("stack", platform.stack)
 pulumi.export("cluster", platform.cluster_name)
+pulumi.export("kubernetes", platform.spec.versions.kubernetes)  # the offline engine renders charts for it

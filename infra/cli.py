@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from infra.offline import engine
+from infra.offline.chartcache import ChartCacheError
 from infra.offline.checks import default_crds_dir, run_checks
+from infra.offline.images import register as register_images
 from infra.offline.plan import write
 from infra.offline.report import summary
 from infra.onboard import register as register_team
@@ -170,13 +172,14 @@ EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: igno
     _register_admit,
 ]
 EXTENSIONS.append(register_team)
+EXTENSIONS.append(register_images)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except SpecError as error:
+    except (SpecError, ChartCacheError) as error:
         print(f"error: {error}", file=sys.stderr)
         return BAD_INPUT
     except engine.DuplicateResource as error:

@@ -61,10 +61,18 @@ def meta(props: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any]]:
 
 
 def images(value: Any) -> Iterator[str]:
-    """Every container image reference in an object or in chart values ({repository, tag} pairs too)."""
+    """Every container image reference in an object or in chart values ({repository, tag} pairs too), except
+    under a component switched off (`enabled: false`), which deploys none."""
     if is_map(value):
-        if isinstance(value.get("image"), str):
-            yield value["image"]
+        if value.get("enabled") is False:
+            return
+        image, repository = value.get("image"), value.get("repository")
+        if isinstance(image, str) and isinstance(repository, str) and "version" in value:
+            # An NVIDIA operand (ClusterPolicy): {repository, image, version}; a digest version takes '@'.
+            version = str(value.get("version") or "")
+            yield f"{repository}/{image}{'@' if version.startswith('sha256:') else ':'}{version}"
+        elif isinstance(image, str):
+            yield image
         repository, tag = value.get("repository"), value.get("tag")
         if isinstance(repository, str) and "tag" in value:
             registry = value.get("registry")

@@ -21,6 +21,7 @@ from infra.offline.engine import run
 from infra.offline.schema import CrdIndex, check_custom
 from infra.spec import validate
 from infra.spec.load import PLATFORM_KEY
+from infra.spec.versions import VELERO_CHART
 
 from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
 
@@ -89,14 +90,14 @@ def test_velero_is_pinned_with_the_plugin_of_its_object_store(stack: str) -> Non
     capture = capture_of(stack)
     chart = next(r for r in capture.resources if r.type == "kubernetes:helm.sh/v4:Chart" and r.name == "velero")
     assert chart.inputs["version"] == "12.1.0"
-    assert chart.inputs["repositoryOpts"]["repo"] == "https://vmware-tanzu.github.io/helm-charts"
+    assert chart.inputs["chart"] == f".charts/{VELERO_CHART.digest.removeprefix('sha256:')}/velero-12.1.0.tgz"
     values = chart.inputs["values"]
     assert values["image"]["tag"] == "v1.18.2"
     assert values["upgradeCRDs"] is False  # the hook job is not run as a hook by Pulumi
     location = _named(capture, "BackupStorageLocation", "default")["spec"]
     plugin = {"aws": "velero-plugin-for-aws", "gcp": "velero-plugin-for-gcp",
               "azure": "velero-plugin-for-microsoft-azure"}[location["provider"]]
-    assert [c["image"] for c in values["initContainers"]] == [f"velero/{plugin}:v1.14.2"]
+    assert [c["image"] for c in values["initContainers"]] == [f"docker.io/velero/{plugin}:v1.14.2"]
     assert "EnableCSI" in values["configuration"]["features"]
 
 

@@ -52,6 +52,8 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("incompatible trainer/jobset", _set("versions", {"trainer": "2.3.0", "kueue": "0.20.0", "jobset": "0.11.0"}),
      ("versions", "jobset 0.11.0")),
     ("unknown kueue release", _set("versions", {"kueue": "0.19.9"}), ("versions.kueue",)),
+    ("kueue release without a chart digest", _set("versions", {"kueue": "0.19.4"}),
+     ("versions.kueue", "0.19.4", "kueue-0.19.4.tgz", "scripts/fetch-charts --bump kueue 0.19.4")),
     ("unknown GPU model", _set("pools.h100.gpu", "H900"), ("pools.h100.gpu", "unknown GPU model")),
     ("GPU pool without perNode", _delete("pools.h100.perNode"), ("pools.h100", "perNode")),
     ("negative quota", _set("teams.nlp.quota.h100", -4), ("teams.nlp.quota.h100",)),

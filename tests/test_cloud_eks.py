@@ -118,7 +118,7 @@ def test_eks_pool_mistakes_are_refused(edit: Any, words: tuple[str, ...], tmp_pa
 def test_efa_pools_get_the_pinned_efa_device_plugin_tolerating_their_taints() -> None:
     capture, platform = capture_of(STACK), platform_of(STACK)
     [chart] = [r for r in capture.resources if r.type == "kubernetes:helm.sh/v4:Chart"
-               and r.inputs["chart"] == EFA_DEVICE_PLUGIN_CHART.name]
+               and r.inputs["chart"] == EFA_DEVICE_PLUGIN_CHART.path]
     assert chart.parent == "trainyard:platform:Fabric::fabric"
     assert (chart.inputs["version"], chart.inputs["namespace"]) == (EFA_DEVICE_PLUGIN_CHART.version, "kube-system")
     assert chart.inputs["values"]["tolerations"] == [dict(t) for t in platform.flavor("h100").tolerations]

@@ -64,7 +64,7 @@ def test_every_manifest_validates_against_the_pinned_schemas(project: str, crds_
     kinds = []
     for document in documents(project):
         kinds.append(document["kind"])
-        problems = check_custom(document, index) if is_custom(document) else check_core(document, "1.34")
+        problems = check_custom(document, index) if is_custom(document, index) else check_core(document, "1.34")
         assert problems == [], (document["kind"], problems)
     assert {"TrainJob", "PersistentVolumeClaim", "Job"} <= set(kinds) and kinds.count("PersistentVolumeClaim") == 2
     trainjob = one(project, "TrainJob")

@@ -32,7 +32,7 @@ def _node_labels(capture: Capture, pool: str, platform: Platform) -> list[dict[s
 def test_on_prem_the_operator_installs_the_driver_from_the_pinned_chart() -> None:
     chart = of_type(capture_of(ONPREM), "kubernetes:helm.sh/v4:Chart")["gpu-operator"]
     assert chart.inputs["version"] == GPU_OPERATOR_CHART.version == "v26.7.0"
-    assert chart.inputs["repositoryOpts"] == {"repo": "https://helm.ngc.nvidia.com/nvidia"}
+    assert chart.inputs["chart"] == GPU_OPERATOR_CHART.path and "repositoryOpts" not in chart.inputs
     assert chart.inputs["namespace"] == "gpu-operator"
     values = chart.inputs["values"]
     assert values["driver"]["enabled"] is True and values["toolkit"]["enabled"] is True

@@ -11,9 +11,11 @@ import pulumi
 import pytest
 
 from infra.offline import engine
+from infra.offline.chartcache import ChartCacheError
 from infra.offline.plan import objects, render_plan_json, write
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
+from infra.spec.versions import Versions
 
 from .conftest import capture_of, kube_objects, platform_of, stack_file
 
@@ -141,7 +143,8 @@ def test_outputs_echo_the_inputs_for_objects_and_add_computed_ones(tmp_path: Pat
         "raw = pulumi.CustomResource('kubernetes:core/v1:ConfigMap', 'raw',\n"
         "                            {'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'raw'},\n"
         "                             'data': {'n': '1'}}, opts)\n"
-        "chart = k8s.helm.v4.Chart('c', chart='oci://example.invalid/c', version='1.0.0', opts=opts)\n"
+        f"chart = k8s.helm.v4.Chart('c', chart='{Versions().jobset_chart().path}', version='0.12.0', opts=opts)\n"
+        "pulumi.export('kubernetes', '1.34')\n"
         "pulumi.export('data', cm.data)\n"
         "pulumi.export('labels', cm.metadata.labels)\n"
         "pulumi.export('id', raw.id)\n"
@@ -149,7 +152,19 @@ def test_outputs_echo_the_inputs_for_objects_and_add_computed_ones(tmp_path: Pat
     )
     capture = engine.run("echo", {}, program_path=program)
     assert capture.outputs == {"data": {"k": "v", "nested": '{"x": [1, 2]}'}, "labels": {"a": "b"},
-                               "id": "raw-id", "chart": []}
+                               "id": "raw-id", "chart": [], "kubernetes": "1.34"}
+    installed = [r for r in capture.resources if r.chart == "kubernetes:helm.sh/v4:Chart::c"]
+    assert installed and all(r.parent == "kubernetes:helm.sh/v4:Chart::c" for r in installed)
+    assert {"kubernetes:apps/v1:Deployment", "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"} <= {
+        r.type for r in installed}
+
+
+def test_a_chart_not_installed_from_the_verified_cache_is_refused(tmp_path: Path) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("import pulumi_kubernetes as k8s\n"
+                       "k8s.helm.v4.Chart('c', chart='oci://example.invalid/c', version='1.0.0')\n")
+    with pytest.raises(ChartCacheError, match="not a pinned archive in the chart cache"):
+        engine.run("echo", {}, program_path=program)
 
 
 def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:

@@ -48,20 +48,21 @@ def _teams(platform: Platform) -> list[str]:
 
 
 def _charts(capture: Capture) -> list[str]:
-    rows = [["release", "chart", "version", "namespace"]]
+    rows = [["release", "chart archive", "version", "content digest", "namespace"]]
     for record in capture.resources:
         if record.type.startswith("kubernetes:helm.sh/"):
             inputs = record.inputs
-            chart = inputs.get("chart", "")
-            repo = inputs.get("repositoryOpts", {}).get("repo")
-            rows.append([record.name, f"{repo}/{chart}" if repo else chart, str(inputs.get("version", "")),
+            digest, _, archive = str(inputs.get("chart", "")).removeprefix(".charts/").rpartition("/")
+            rows.append([record.name, archive, str(inputs.get("version", "")), f"sha256:{digest[:16]}…",
                          str(inputs.get("namespace", ""))])
     return _table(rows)
 
 
 def _objects(capture: Capture) -> list[str]:
-    kinds = Counter(obj["kind"] for _, obj in objects(capture))
-    return _table([["kind", "count"], *([kind, str(n)] for kind, n in sorted(kinds.items()))])
+    ours = Counter(obj["kind"] for record, obj in objects(capture) if not record.chart)
+    charts = Counter(obj["kind"] for record, obj in objects(capture) if record.chart)
+    return _table([["kind", "declared", "from charts"],
+                   *([kind, str(ours[kind]), str(charts[kind])] for kind in sorted(ours | charts))])
 
 
 def _schedules(capture: Capture) -> list[str]:
@@ -108,6 +109,6 @@ def stack_page(platform: Platform, capture: Capture) -> str:
         "## Teams", "", *_teams(platform),
         "## Versions and charts", "", *_charts(capture),
         "## Backup schedules", "", *_schedules(capture),
-        "## Kubernetes objects declared", "", *_objects(capture),
+        "## Kubernetes objects", "", *_objects(capture),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -16,7 +16,8 @@ from infra.spec.capacity import capacity_findings
 
 from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook_findings
 from .backup_checks import backup_findings
-from .engine import Capture
+from .chart_checks import CHART_CHECKS
+from .engine import Capture, Registration
 from .plan import objects
 from .policy_runner import policy_findings
 from .schema import CrdIndex, schema_findings
@@ -29,7 +30,11 @@ class Context:
     crds: CrdIndex | None
 
     def objects(self) -> list[dict[str, Any]]:
+        """Every Kubernetes object the stack creates: ours and what its charts install."""
         return [obj for _, obj in objects(self.capture)]
+
+    def records(self) -> list[tuple[Registration, dict[str, Any]]]:
+        return objects(self.capture)
 
 
 def check_capacity(ctx: Context) -> list[Finding]:
@@ -68,7 +73,7 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
-                       check_backup]
+                       check_backup, *CHART_CHECKS]
 
 
 def default_crds_dir(root: Path) -> Path | None:
@@ -78,7 +83,8 @@ def default_crds_dir(root: Path) -> Path | None:
 
 
 def run_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:
-    crds = CrdIndex(crds_dir, platform.spec.versions.crd_dirs()) if crds_dir else None
+    installed = [obj for record, obj in objects(capture) if record.chart]
+    crds = CrdIndex(crds_dir, platform.spec.versions.crd_dirs(), installed)
     ctx = Context(platform, capture, crds)
     findings: list[Finding] = []
     for check in CHECKS:

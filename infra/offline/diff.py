@@ -40,7 +40,7 @@ def _chart_files(plan: dict[str, Any]) -> dict[str, str]:
     for resource in plan["resources"]:
         if resource["type"].startswith("kubernetes:helm.sh/"):
             inputs = resource["inputs"]
-            chart = {key: inputs.get(key) for key in ("chart", "version", "repositoryOpts", "namespace", "values")}
+            chart = {key: inputs.get(key) for key in ("chart", "version", "namespace", "values")}
             files[f"charts/{resource['name']}.yaml"] = yaml.safe_dump(chart, sort_keys=True)
     return files
 

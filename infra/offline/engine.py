@@ -22,8 +22,10 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 
+from infra.platform.objects import type_token
 from infra.spec import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT
 
+from .charts import CHART_TYPE, Rendered, child_name, render_all, source_of
 from .fakes import OfflineMocks, echoes_inputs, fake_id
 
 PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
@@ -48,6 +50,7 @@ class Registration:
     protect: bool
     retain_on_delete: bool
     provider: str
+    chart: str = ""  # for an object a chart installs: the chart's ref
 
     def ref(self) -> str:
         return f"{self.type}::{self.name}"
@@ -57,8 +60,9 @@ class Registration:
 class Capture:
     stack: str
     project: str
-    resources: tuple[Registration, ...]  # sorted by (type, name)
+    resources: tuple[Registration, ...]  # sorted by (type, name); chart objects included
     outputs: dict[str, Any]
+    charts: tuple[Rendered, ...] = ()  # every chart, rendered (its hooks and values problems too)
 
 
 def _urn_ref(urn: str) -> str:
@@ -70,7 +74,10 @@ def _urn_ref(urn: str) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """Protobuf-decoded inputs with secrets masked."""
+    """Protobuf-decoded inputs with secrets masked and integers restored: a Struct holds every number as a
+    double, and the provider sends a whole one to the API server as an integer (Go's JSON encoding)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
     if isinstance(value, dict):
         if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
             return SECRET
@@ -174,5 +181,23 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
         loop.close()
     if monitor.duplicates:
         raise DuplicateResource(f"registered twice: {sorted(set(monitor.duplicates))[0]}")
-    resources = tuple(sorted(monitor.records, key=lambda r: (r.type, r.name, r.urn)))
-    return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported)
+    charts = [record for record in monitor.records if record.type == CHART_TYPE]
+    rendered = render_all([source_of(c.ref(), c.inputs) for c in charts], str(exported.get("kubernetes", ""))) \
+        if charts else ()
+    installed = [child for chart, render in zip(charts, rendered, strict=True) for child in _children(chart, render)]
+    resources = tuple(sorted((*monitor.records, *installed), key=lambda r: (r.type, r.name, r.urn)))
+    return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported, charts=rendered)
+
+
+def _children(chart: Registration, rendered: Rendered) -> list[Registration]:
+    """The objects helm.v4.Chart registers for a chart: its children, on its provider; CRDs retained (the
+    transform helm_chart() adds)."""
+    prefix, _, _ = chart.urn.rpartition("::")
+    children = []
+    for obj in rendered.objects:
+        type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(rendered.source.release, obj)
+        children.append(Registration(
+            type=type_, name=name, urn=f"{prefix.rsplit('::', 1)[0]}::{CHART_TYPE}${type_}::{name}",
+            parent=chart.ref(), custom=True, remote=False, inputs=obj, depends_on=(), protect=False,
+            retain_on_delete=obj["kind"] == "CustomResourceDefinition", provider=chart.provider, chart=chart.ref()))
+    return children

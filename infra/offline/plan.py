@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from .charts import HOOK, Rendered
 from .engine import Capture, Registration
 
 KUBERNETES = "kubernetes:"
@@ -24,15 +25,29 @@ def plan_document(capture: Capture) -> dict[str, Any]:
                 "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom, "remote": r.remote,
                 "inputs": r.inputs, "dependsOn": list(r.depends_on), "protect": r.protect,
                 "retainOnDelete": r.retain_on_delete, "provider": r.provider,
+                **({"chart": r.chart} if r.chart else {}),
             }
             for r in capture.resources
         ],
+        "charts": [chart_summary(rendered) for rendered in capture.charts],
         "outputs": capture.outputs,
     }
 
 
+def chart_summary(rendered: Rendered) -> dict[str, Any]:
+    """A chart's release, its pinned archive, what it installs, and the hooks helm.v4.Chart skips."""
+    source = rendered.source
+    return {
+        "chart": source.ref, "release": source.release, "namespace": source.namespace,
+        "archive": source.chart.archive, "version": source.chart.version, "digest": source.chart.digest,
+        "objects": len(rendered.objects),
+        "skippedHooks": [{"kind": h["kind"], "name": h["metadata"]["name"],
+                          "hook": h["metadata"]["annotations"][HOOK]} for h in rendered.hooks],
+    }
+
+
 def is_object(record: Registration) -> bool:
-    """A Kubernetes object the program declares directly (not a chart, not a provider)."""
+    """A Kubernetes object the program declares, or one a chart installs (not a chart, not a provider)."""
     return record.custom and record.type.startswith(KUBERNETES) and not record.type.startswith(NOT_OBJECTS)
 
 

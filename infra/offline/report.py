@@ -9,6 +9,7 @@ from infra.spec import Finding, Platform
 from infra.spec.base import format_amount
 
 from .engine import Capture, Registration
+from .plan import objects
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -51,6 +52,9 @@ def summary(platform: Platform, capture: Capture, findings: list[Finding]) -> st
     lines = [f"Trainyard plan: stack {platform.stack}, cluster {platform.cluster_name} ({spec.cluster.kind})", ""]
     counts = per_component(capture)
     lines.append(f"Resources: {len(capture.resources)}")
+    from_charts = sum(1 for r in capture.resources if r.chart)
+    lines.append(f"Kubernetes objects: {len(objects(capture)) - from_charts} declared, {from_charts} from "
+                 f"{len(capture.charts)} charts ({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
     lines += _table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
     lines += ["", "Pools (capacity derived from):"]
     lines += _table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,16 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 class CrdIndex:
-    """openAPIV3Schema per (group, version, kind), read from one component directory each."""
+    """openAPIV3Schema per (group, version, kind), read from one component directory each (none without a
+    root), then completed by the CRDs the stack's charts install, for kinds the directories do not define."""
 
-    def __init__(self, root: Path, dirs: dict[str, str]) -> None:
+    def __init__(self, root: Path | None, dirs: dict[str, str], installed: Sequence[dict[str, Any]] = ()) -> None:
         self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.missing: list[str] = []
+        self.from_dirs = root is not None
         for rel in sorted(dirs.values()):
+            if root is None:
+                break
             folder = root / rel
             if not folder.is_dir():
                 self.missing.append(rel)
@@ -43,13 +47,17 @@ class CrdIndex:
                 for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
                     if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
                         self._add(crd)
+        for crd in installed:
+            if crd.get("kind") == "CustomResourceDefinition":
+                self._add(crd, replace=False)
 
-    def _add(self, crd: dict[str, Any]) -> None:
+    def _add(self, crd: dict[str, Any], replace: bool = True) -> None:
         spec = crd["spec"]
         for version in spec["versions"]:
-            if version.get("served", True):
-                key = (spec["group"], version["name"], spec["names"]["kind"])
-                self.schemas[key] = version["schema"]["openAPIV3Schema"]
+            key = (spec["group"], version["name"], spec["names"]["kind"])
+            schema = version.get("schema", {}).get("openAPIV3Schema")
+            if version.get("served", True) and schema is not None and (replace or key not in self.schemas):
+                self.schemas[key] = schema
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
@@ -119,21 +127,26 @@ def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
     return [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
 
 
-def is_custom(obj: dict[str, Any]) -> bool:
-    group = obj.get("apiVersion", "").rpartition("/")[0]
-    return group in CRD_COMPONENTS
+def is_custom(obj: dict[str, Any], index: CrdIndex | None) -> bool:
+    """A kind of a pinned component's group, or one a CRD of the stack defines."""
+    api_version = obj.get("apiVersion", "")
+    defined = index is not None and index.schema(api_version, obj.get("kind", "")) is not None
+    return api_version.rpartition("/")[0] in CRD_COMPONENTS or defined
 
 
 def schema_findings(objects: list[dict[str, Any]], index: CrdIndex | None, k8s_version: str) -> list[Finding]:
     findings: list[Finding] = []
     for obj in objects:
         subject = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-        if is_custom(obj):
-            problems = check_custom(obj, index) if index is not None else []
+        if is_custom(obj, index):
+            # Without CRD directories, a pinned component's kind that no chart defines stays unchecked.
+            schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if index is not None else None
+            known = index is not None and (index.from_dirs or schema is not None)
+            problems = check_custom(obj, index) if index is not None and known else []
         else:
             problems = check_core(obj, k8s_version)
         findings += [Finding("schema", subject, problem) for problem in problems]
-    if index is not None:
+    if index is not None and index.from_dirs:
         findings += [Finding("schema", f"crds/{rel}", "CRD directory missing: custom resources of this "
                              "component were not checked") for rel in index.missing]
     return findings

@@ -28,9 +28,10 @@ from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
 MIG_CONFIGMAP = "trainyard-mig-configs"
-# Config keys outside the pools' names (pool names are DNS labels, which have no dots).
+# The device-plugin default is a key outside the pools' names (pool names are DNS labels, which have no dots);
+# the MIG default has to be `all-disabled`, the only default name the ClusterPolicy CRD accepts.
 DEFAULT_DEVICE_PLUGIN_CONFIG = "trainyard.whole-gpus"
-DEFAULT_MIG_CONFIG = "trainyard.all-disabled"
+DEFAULT_MIG_CONFIG = "all-disabled"
 MIG_STRATEGY = "mixed"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 CONTROL_PLANE_TOLERATION = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
@@ -100,6 +101,8 @@ def chart_values(platform: Platform) -> dict[str, Any]:
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE_TOLERATION, *tolerations]}},
         "dcgmExporter": {"enabled": True},
+        # Its pre-upgrade hook re-applies the chart's CRDs; helm.v4.Chart runs no hooks but applies crds/ itself.
+        "operator": {"upgradeCRD": False},
     }
     if device_plugin_configs(platform):
         values["devicePlugin"] = {"config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEFAULT_DEVICE_PLUGIN_CONFIG}}

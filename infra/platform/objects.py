@@ -62,15 +62,16 @@ def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransform
 
 def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any],
                opts: pulumi.ResourceOptions, skip_crds: bool = False) -> k8s.helm.v4.Chart:
-    """An upstream chart at its pinned version, rendered by Pulumi (so previews show every object)."""
+    """A pinned upstream chart, installed from its verified archive in the local chart cache
+    (scripts/fetch-charts; the digest is in the path), so an install downloads nothing and installs exactly
+    what `trainyard plan` rendered. Pulumi renders it (previews show every object)."""
     return k8s.helm.v4.Chart(
         name,
-        chart=chart.repository if chart.oci else chart.name,
+        chart=chart.path,
         version=chart.version,
         namespace=namespace,
         values=dict(values),
         skip_crds=skip_crds,
-        repository_opts=None if chart.oci else k8s.helm.v4.RepositoryOptsArgs(repo=chart.repository),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
     )
 

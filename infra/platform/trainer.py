@@ -33,15 +33,17 @@ TRAINER_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{TRAINER_SERVICE_ACCOUN
 JOBSET_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{JOBSET_SERVICE_ACCOUNT}"
 
 
-def _image(reference: str) -> dict[str, str]:
-    """registry.k8s.io/jobset/jobset:v0.12.0 -> the charts' {registry, repository, tag} triple."""
+def _image(reference: str, split_registry: bool) -> dict[str, str]:
+    """registry.k8s.io/jobset/jobset:v0.12.0 -> the chart's image values. The Trainer chart takes the registry
+    apart ({registry, repository, tag}); the JobSet chart has no registry key: its repository carries it."""
     name, tag = reference.rsplit(":", 1)
     registry, repository = name.split("/", 1)
-    return {"registry": registry, "repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}
+    parts = {"registry": registry, "repository": repository} if split_registry else {"repository": name}
+    return {**parts, "tag": tag, "pullPolicy": "IfNotPresent"}
 
 
 def jobset_values(platform: Platform) -> dict[str, Any]:
-    return {"image": _image(platform.spec.versions.jobset_image())}
+    return {"image": _image(platform.spec.versions.jobset_image(), split_registry=False)}
 
 
 def trainer_values(platform: Platform) -> dict[str, Any]:
@@ -49,7 +51,7 @@ def trainer_values(platform: Platform) -> dict[str, Any]:
     # not the 0.11.0 the chart bundles); the chart's runtimes stay off: ours are managed objects below.
     return {
         "jobset": {"install": False},
-        "image": _image(platform.spec.versions.trainer_image()),
+        "image": _image(platform.spec.versions.trainer_image(), split_registry=True),
         "runtimes": {"defaultEnabled": False},
     }
 

@@ -96,6 +96,11 @@ class PlatformSpec(Strict):
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
+        for field, chart in self.versions.charts().items():
+            if not chart.digest:
+                raise ValueError(f"versions.{field}: '{chart.version}' has no pinned chart digest ({chart.archive}): "
+                                 f"run `scripts/fetch-charts --bump {chart.name} {chart.version}` on a connected "
+                                 "machine and add the line it prints to CHART_DIGESTS in infra/spec/versions.py")
         return self
 
     def namespaces(self, team: str) -> list[str]:

@@ -10,14 +10,37 @@ Facts (see docs/versions.md for the sources):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from .base import Strict
+
+# Every chart archive Trainyard may install -> the sha256 of its content (infra/offline/chartcache.py:
+# each file's path and sha256, in path order). A chart without an entry cannot be installed; to add or bump
+# one, run `scripts/fetch-charts --bump NAME VERSION` on a connected machine and review the line it prints.
+CHART_DIGESTS = {
+    "aws-efa-k8s-device-plugin-v0.5.20.tgz": "sha256:dc9e7590671aa8ee9b863bbc1d52d428788fbe38386223a5ea80a6684f89fe76",
+    "aws-efa-k8s-device-plugin-v0.5.30.tgz": "sha256:0fe53b54fb1afbe2766d350b92d4464a1b755ccf16a575d5b7d949d3c63ea657",
+    "aws-node-termination-handler-0.27.6.tgz":
+        "sha256:4382e58f88d79122b895054a70e1cca76644a5c7e5d3d1b7999675d98546b076",
+    "cluster-autoscaler-9.59.0.tgz": "sha256:469d97c6d7b029395f80bbadb64a79d27a5b03a24afe1a63b63b2781f4e342d0",
+    "gpu-operator-v26.7.0.tgz": "sha256:7b499226ad71e5043ec14210ee2aa76ac5df6660cb0df3b9ee05c93a0ddd01aa",
+    "jobset-0.12.0.tgz": "sha256:95c0cd5bd7fff5778bd6d3d31c8c9aebc01ec6bdfe119e1b42dddfec7de110b2",
+    "karpenter-1.14.1.tgz": "sha256:8b88b67b02b61ab188230e179a0d1e9b6dc92b67ae786374ff85422739cc4dca",
+    "karpenter-crd-1.14.1.tgz": "sha256:28ccc0caf671234d2df2296c3523ea391de3cef3b50df6f18ca0e75722c855bb",
+    "kube-prometheus-stack-88.5.3.tgz": "sha256:51dd8514015ec64b9f8b1371f6f89a46483bcacca7398458f674ddc7183aa218",
+    "kubeflow-trainer-2.2.1.tgz": "sha256:7e4ab548d263d8f682e77075c57bd6f781ae7e7cbb5ce23a68332da98bd15dee",
+    "kueue-0.19.2.tgz": "sha256:d49a604d933bf1f039e5e6412c2fe2fdb554604e7bf19deb41591b18a82933ce",
+    "rook-ceph-cluster-v1.20.6.tgz": "sha256:e5f94c3fc7d11751c21c4f8121524afdbaef7cc31296801d638115e2d3e3eef7",
+    "rook-ceph-v1.20.6.tgz": "sha256:1f6752a07d6ee26715eb38141ab57161891169994cb28ee86919518a5c03d738",
+    "seaweedfs-4.44.0.tgz": "sha256:ca77f52cd3ce228edb87a49d2803645905f5637a9a8a17b90d26dedfa5ef6367",
+    "velero-12.1.0.tgz": "sha256:6c48cdc01894027e2c2453f3ee3638511460c2acf67ae9d9eb7d0a2724a3c387",
+}
+CHART_CACHE = ".charts"  # relative to the project root, where `pulumi up` runs the program
 
 
 @dataclass(frozen=True)
 class Chart:
-    """An upstream Helm chart at an exact version."""
+    """An upstream Helm chart at an exact version, installed from the verified archive in the local cache."""
 
     name: str
     repository: str  # an OCI reference (chart included) or a classic Helm repository URL
@@ -26,6 +49,21 @@ class Chart:
     @property
     def oci(self) -> bool:
         return self.repository.startswith("oci://")
+
+    @property
+    def archive(self) -> str:
+        return f"{self.name}-{self.version}.tgz"
+
+    @property
+    def digest(self) -> str:
+        """'sha256:<hex>', or '' when the table has none (the chart is then refused)."""
+        return CHART_DIGESTS.get(self.archive, "")
+
+    @property
+    def path(self) -> str:
+        """Where the program installs it from: the digest is in the path, so a changed pin changes the
+        chart's inputs and nothing unverified is ever picked up."""
+        return f"{CHART_CACHE}/{self.digest.removeprefix('sha256:')}/{self.archive}"
 
 
 def minor(version: str) -> str:
@@ -43,7 +81,7 @@ JobSetVersion = Literal["0.11.0", "0.11.1", "0.12.0"]
 TRAINER_FOR_KUEUE = {"0.17": "2.2", "0.18": "2.2", "0.19": "2.2", "0.20": "2.3"}
 JOBSET_FOR_TRAINER = {"2.2": ("0.11", "0.12"), "2.3": ("0.12",)}
 
-DEFAULT_KUEUE: KueueVersion = "0.19.4"
+DEFAULT_KUEUE: KueueVersion = "0.19.2"  # the newest Kueue whose chart archive is pinned
 DEFAULT_TRAINER: TrainerVersion = "2.2.1"
 DEFAULT_JOBSET: JobSetVersion = "0.12.0"
 
@@ -51,15 +89,15 @@ DEFAULT_JOBSET: JobSetVersion = "0.12.0"
 # plugins v1.14.x pair with Velero 1.18 (plugin minor = Velero minor - 4).
 VELERO = "1.18.2"
 VELERO_CHART = Chart("velero", "https://vmware-tanzu.github.io/helm-charts", "12.1.0")
-VELERO_IMAGE = f"velero/velero:v{VELERO}"
+VELERO_IMAGE = f"docker.io/velero/velero:v{VELERO}"
 VELERO_PLUGINS = {
-    "aws": "velero/velero-plugin-for-aws:v1.14.2",
-    "gcp": "velero/velero-plugin-for-gcp:v1.14.2",
-    "azure": "velero/velero-plugin-for-microsoft-azure:v1.14.2",
+    "aws": "docker.io/velero/velero-plugin-for-aws:v1.14.2",
+    "gcp": "docker.io/velero/velero-plugin-for-gcp:v1.14.2",
+    "azure": "docker.io/velero/velero-plugin-for-microsoft-azure:v1.14.2",
 }
 # Tools for the platform's own jobs (restore drills, cleanup, bucket versioning).
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
-AWS_CLI_IMAGE = "amazon/aws-cli:2.35.10"
+AWS_CLI_IMAGE = "docker.io/amazon/aws-cli:2.35.10"
 # NVIDIA GPU Operator v26.7.0 (2026-08-20): driver, toolkit, device plugin v0.20.0, MIG manager, DCGM exporter.
 GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0")
 # AWS EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin): chart v0.5.20 deploys its default
@@ -75,6 +113,10 @@ class Versions(Strict):
     jobset: JobSetVersion = DEFAULT_JOBSET
     # The cluster's Kubernetes minor: core objects are validated against its OpenAPI schema.
     kubernetes: Literal["1.31", "1.32", "1.33", "1.34", "1.35"] = "1.34"
+
+    def charts(self) -> dict[str, Chart]:
+        """Field -> the chart its pin installs."""
+        return {"kueue": self.kueue_chart(), "trainer": self.trainer_chart(), "jobset": self.jobset_chart()}
 
     def kueue_chart(self) -> Chart:
         return Chart("kueue", "oci://registry.k8s.io/kueue/charts/kueue", self.kueue)
@@ -102,6 +144,19 @@ class Versions(Strict):
             "jobset": f"jobset/v{minor(self.jobset)}",
             "velero": f"velero/v{minor(VELERO)}",
         }
+
+
+# Charts whose version no stack chooses (the pinned ones come from Versions.charts()); a new chart's constant
+# goes here and its digest into CHART_DIGESTS.
+PLATFORM_CHARTS = (VELERO_CHART, GPU_OPERATOR_CHART, EFA_DEVICE_PLUGIN_CHART)
+
+
+def installable_charts() -> tuple[Chart, ...]:
+    """Every chart some stack may install and the table can verify: what scripts/fetch-charts caches."""
+    pinnable = [Versions(kueue=k).kueue_chart() for k in get_args(KueueVersion)]
+    pinnable += [Versions(trainer=t).trainer_chart() for t in get_args(TrainerVersion)]
+    pinnable += [Versions(jobset=j).jobset_chart() for j in get_args(JobSetVersion)]
+    return tuple(chart for chart in (*PLATFORM_CHARTS, *pinnable) if chart.digest)
 
 
 @dataclass(frozen=True)

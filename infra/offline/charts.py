@@ -1,0 +1,200 @@
+"""Every chart the program installs, rendered offline with Helm's own engine (helm_python, the Helm v4 SDK):
+the exact values, release name and namespace of the chart's registration, the stack's Kubernetes version,
+and as served API versions Helm's built-in ones plus every group/version the stack's charts define.
+
+What `helm.v4.Chart` installs becomes one Registration per object, parented to the chart and named as
+pulumi-kubernetes names a chart's children, so plan.json, manifests/ and every check see it. Hook objects
+are not installed by `helm.v4.Chart` (pulumi-kubernetes#3284): they are kept apart, marked with their hook.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import yaml
+from helm_python import _native
+
+from infra.spec.versions import CHART_CACHE, Chart
+
+from .chartcache import ROOT, ChartCacheError, ensure
+
+CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
+HOOK = "helm.sh/hook"
+CRD_KIND = "CustomResourceDefinition"
+# Built-in kinds that have no namespace; custom kinds take their scope from the stack's CRDs.
+CLUSTER_KINDS = frozenset({
+    "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding", "CSIDriver", "CSINode",
+    CRD_KIND, "DeviceClass", "FlowSchema", "IngressClass", "IPAddress", "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume",
+    "PriorityClass", "PriorityLevelConfiguration", "RuntimeClass", "ServiceCIDR", "StorageClass",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
+    "VolumeAttachment", "VolumeAttributesClass",
+})
+
+
+@dataclass(frozen=True)
+class Source:
+    """One chart registration, as the program declared it."""
+
+    ref: str  # the chart registration's `type::name`
+    release: str
+    namespace: str
+    chart: Chart  # name and version from the archive's file name; digest from the table
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    source: Source
+    objects: tuple[dict[str, Any], ...]  # what helm.v4.Chart installs: crds/ first, then templates
+    hooks: tuple[dict[str, Any], ...]  # hook objects, which helm.v4.Chart skips
+    problems: tuple[str, ...]  # values that Helm would ignore or refuse; a template that fails
+
+
+def source_of(ref: str, inputs: Mapping[str, Any]) -> Source:
+    """A chart registration -> what to render; its `chart` is a cache path `.charts/<digest>/<archive>`."""
+    path = str(inputs.get("chart", ""))
+    digest, _, archive = path.removeprefix(f"{CHART_CACHE}/").rpartition("/")
+    name, _, version = archive.removesuffix(".tgz").rpartition("-")
+    chart = Chart(name, "", version)
+    if not path.startswith(f"{CHART_CACHE}/") or chart.path != path or chart.digest != f"sha256:{digest}":
+        raise ChartCacheError(f"{ref}: chart '{path}' is not a pinned archive in the chart cache: declare the "
+                              "chart in infra/spec/versions.py and install it with helm_chart()")
+    return Source(ref, ref.rpartition("::")[2], str(inputs.get("namespace") or "default"), chart,
+                  dict(inputs.get("values") or {}))
+
+
+def unknown_keys(values: Any, defaults: Any, path: str = "") -> Iterator[str]:
+    """Keys the chart's values.yaml (with its subcharts') does not have: Helm ignores them silently. An empty
+    or null default is free-form (nodeSelector: {}, podAnnotations: {}): anything may go under it."""
+    if not isinstance(values, dict) or not isinstance(defaults, dict) or not defaults:
+        return
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if key not in defaults:
+            yield where
+        else:
+            yield from unknown_keys(value, defaults[key], where)
+
+
+def _with_nulls(merged: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """Coalesced defaults (subcharts' included) drop null keys, which values.yaml declares all the same."""
+    combined = dict(merged)
+    for key, value in own.items():
+        if key not in combined:
+            combined[key] = value
+        elif isinstance(value, dict) and isinstance(combined[key], dict):
+            combined[key] = _with_nulls(combined[key], value)
+    return combined
+
+
+def _documents(manifests: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    for template in sorted(manifests):
+        if template.endswith("NOTES.txt"):
+            continue
+        for document in yaml.load_all(manifests[template], Loader=yaml.CSafeLoader):
+            if isinstance(document, dict) and document.get("kind"):
+                yield document
+
+
+def is_hook(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata", {}).get("annotations") or {}).get(HOOK))
+
+
+def _group_versions(crds: Sequence[Mapping[str, Any]]) -> list[str]:
+    served = set()
+    for crd in crds:
+        spec = crd.get("spec", {})
+        for version in spec.get("versions", []):
+            served.add(f"{spec.get('group')}/{version.get('name')}")
+            served.add(f"{spec.get('group')}/{version.get('name')}/{spec.get('names', {}).get('kind')}")
+    return sorted(served)
+
+
+# Renders of this process, by everything that decides them: a stack's charts render once, and a second run
+# of the same stack (tests, benchmarks) renders nothing again.
+_RENDERS: dict[str, tuple[dict[str, str], dict[str, str], tuple[str, ...]]] = {}
+_DEFINED: dict[str, list[dict[str, Any]]] = {}
+
+
+def _crds(chart: helm.Chart) -> dict[str, str]:
+    """The crds/ files Helm installs before the templates (chart and enabled subcharts), by path."""
+    return {entry["filename"]: entry["data"] for entry in chart.crds}
+
+
+def _defined(source: Source, archive: Path) -> list[dict[str, Any]]:
+    """Every CRD in the chart's crds/ folders, enabled subcharts or not: the API versions it can serve."""
+    if source.chart.digest not in _DEFINED:
+        with helm.Chart.load(archive) as chart:
+            _DEFINED[source.chart.digest] = list(_documents(_crds(chart)))
+    return _DEFINED[source.chart.digest]
+
+
+def _render(source: Source, archive: Path, kubernetes: str,
+            api_versions: list[str]) -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
+    """(manifests by template, the crds/ files Helm installs, values problems) of one release; parsed anew by
+    each caller, so no two captures share an object."""
+    key = json.dumps([source.chart.digest, source.values, source.release, source.namespace, kubernetes,
+                      api_versions], sort_keys=True)
+    if key not in _RENDERS:
+        # A fresh load per render: rendering drops disabled subcharts from the loaded chart (and so their
+        # crds/ from what it installs, as Helm does).
+        with helm.Chart.load(archive) as chart:
+            defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
+            problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
+                        for key in unknown_keys(source.values, defaults)]
+            try:
+                chart.validate_schema(source.values)
+            except helm.HelmError as error:
+                problems.append(f"values do not match the chart's values.schema.json: {error}")
+            # Chart.render does not take capabilities; the C ABI does (kube_version, api_versions).
+            options = {"name": source.release, "namespace": source.namespace, "is_install": True,
+                       "kube_version": f"v{kubernetes}.0", "api_versions": api_versions}
+            try:
+                manifests = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(source.values),
+                                                           json.dumps(options)))
+            except helm.HelmError as error:
+                manifests = {}
+                problems.append(f"render failed: {error}")
+            _RENDERS[key] = (manifests, _crds(chart), tuple(problems))
+    return _RENDERS[key]
+
+
+def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) -> tuple[Rendered, ...]:
+    archives = {source.ref: ensure(source.chart, root) for source in sources}
+    api_versions = _group_versions([crd for s in sources for crd in _defined(s, archives[s.ref])])
+    rendered = []
+    for source in sources:
+        manifests, crds, problems = _render(source, archives[source.ref], kubernetes, api_versions)
+        documents = list(_documents(manifests))
+        rendered.append(Rendered(source, (*_documents(crds), *(d for d in documents if not is_hook(d))),
+                                 tuple(d for d in documents if is_hook(d)), problems))
+    scoped = _cluster_scoped([obj for r in rendered for obj in r.objects])
+    return tuple(_with_namespace(r, scoped) for r in rendered)
+
+
+def _cluster_scoped(objects: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    return CLUSTER_KINDS | {obj["spec"]["names"]["kind"] for obj in objects
+                            if obj["kind"] == CRD_KIND and obj.get("spec", {}).get("scope") == "Cluster"}
+
+
+def _with_namespace(rendered: Rendered, cluster_scoped: frozenset[str]) -> Rendered:
+    """Namespaced objects a template leaves without a namespace go to the release's, as the provider does."""
+    def placed(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["kind"] in cluster_scoped or obj.get("metadata", {}).get("namespace"):
+            return obj
+        return {**obj, "metadata": {**obj.get("metadata", {}), "namespace": rendered.source.namespace}}
+    return Rendered(rendered.source, tuple(placed(o) for o in rendered.objects),
+                    tuple(placed(o) for o in rendered.hooks), rendered.problems)
+
+
+def child_name(release: str, obj: Mapping[str, Any]) -> str:
+    """pulumi-kubernetes' name for a chart's object: `<release>:<namespace>/<name>` (or `<release>:<name>`)."""
+    meta = obj.get("metadata", {})
+    namespace = meta.get("namespace")
+    return f"{release}:{namespace}/{meta.get('name')}" if namespace else f"{release}:{meta.get('name')}"

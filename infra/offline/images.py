@@ -1,0 +1,100 @@
+"""Every image a stack runs: the containers and init containers of every object, ours and the charts', and
+the images operators start from the custom resources they receive (the GPU Operator's ClusterPolicy operands:
+driver, toolkit, device plugin, DCGM exporter, validators...). `trainyard images STACK` lists them for
+mirroring into a private registry; the plan fails on one that is not fully qualified and pinned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from infra.spec import Finding
+from infra.spec.pins import unpinned_image
+
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+# Custom resources whose operator turns {repository, image, version} entries into pods.
+OPERAND_KINDS = frozenset({("nvidia.com", "ClusterPolicy"), ("nvidia.com", "NVIDIADriver")})
+
+
+def _containers(value: Any) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in CONTAINER_LISTS and isinstance(item, list):
+                yield from (str(c["image"]) for c in item if isinstance(c, Mapping) and "image" in c)
+            else:
+                yield from _containers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _containers(item)
+
+
+def _operands(value: Any) -> Iterator[str]:
+    """{repository, image, version} entries of an operator's resource, except switched-off operands."""
+    if isinstance(value, Mapping):
+        if value.get("enabled") is False:
+            return
+        if isinstance(value.get("image"), str) and "repository" in value:
+            version = str(value.get("version") or "")
+            separator = "@" if version.startswith("sha256:") else ":"
+            yield f"{value['repository']}/{value['image']}{separator if version else ''}{version}"
+        for item in value.values():
+            yield from _operands(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _operands(item)
+
+
+def object_images(obj: Mapping[str, Any]) -> set[str]:
+    images = set(_containers(obj))
+    if (str(obj.get("apiVersion", "")).rpartition("/")[0], obj.get("kind")) in OPERAND_KINDS:
+        images |= set(_operands(obj.get("spec", {})))
+    return images
+
+
+def qualified(image: str) -> bool:
+    """registry/repository:tag or registry/repository@sha256:...: the registry is explicit (a host with a dot
+    or a port, or localhost), so a mirror can be configured for it, and the reference is pinned."""
+    registry, _, rest = image.partition("/")
+    explicit = bool(rest) and ("." in registry or ":" in registry or registry == "localhost")
+    return explicit and not unpinned_image(image)
+
+
+def stack_images(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Image -> the objects that run it (`Kind/namespace/name`), sorted."""
+    users: dict[str, set[str]] = {}
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        subject = "/".join(filter(None, (obj.get("kind"), meta.get("namespace"), meta.get("name"))))
+        for image in object_images(obj):
+            users.setdefault(image, set()).add(subject)
+    return {image: sorted(users[image]) for image in sorted(users)}
+
+
+def image_findings(objects: list[dict[str, Any]]) -> list[Finding]:
+    return [Finding("images", users[0], f"image '{image}' is not fully qualified and pinned: write it as "
+                    "registry/repository:tag (or @sha256:...)" + (f"; also used by {len(users) - 1} more object(s)"
+                                                                   if len(users) > 1 else ""))
+            for image, users in stack_images(objects).items() if not qualified(image)]
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from infra.cli import CLEAN, FINDINGS, _load, _run
+    from infra.offline.plan import objects
+
+    path, platform = _load(args.stack)
+    images = stack_images([obj for _, obj in objects(_run(path, platform))])
+    for image in images:
+        print(image)
+    bad = [image for image in images if not qualified(image)]
+    for image in bad:
+        print(f"error: image '{image}' is not fully qualified and pinned", file=sys.stderr)
+    return FINDINGS if bad else CLEAN
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    images = sub.add_parser("images", help="every image the stack runs, one a line, sorted (for mirroring)")
+    images.add_argument("stack")
+    images.set_defaults(func=cmd_images)
