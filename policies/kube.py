@@ -105,6 +105,11 @@ def _is_tenant(kind: str, name: str, namespace: str, tenant_namespaces: set[str]
     return not name.startswith("system:") and name not in admins
 
 
+def from_chart(resource: PolicyResource) -> bool:
+    """An object a Helm chart renders (its parent is the chart resource)."""
+    return resource.parent is not None and resource.parent.resource_type in CHART_TYPES
+
+
 def tenant_subjects(subjects: Any, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> list[str]:
     tenants = []
     for subject in items(subjects):

@@ -31,7 +31,7 @@ def crd_cel_findings(objects: list[dict[str, Any]], index: CrdIndex | None) -> l
     findings: list[Finding] = []
     unchecked: set[Unchecked] = set()
     for obj in objects:
-        schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if is_custom(obj) else None
+        schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if is_custom(obj, index) else None
         if schema is None:
             continue  # the schema check reports custom resources without a CRD
         outcome = crd_rules.evaluate(obj, schema)

@@ -40,7 +40,7 @@ class Reviewer:
         self.webhook_rules, self.missing_webhooks = webhooks.rules_for(versions)
 
     def schema(self, obj: dict[str, Any]) -> list[Refusal]:
-        if is_custom(obj):
+        if is_custom(obj, self.crds):
             problems = check_custom(obj, self.crds) if self.crds is not None else []
         else:
             problems = check_core(obj, self.versions.kubernetes)
@@ -50,7 +50,7 @@ class Reviewer:
                queues_too: bool = True) -> Verdict:
         verdict = Verdict(refusals=self.schema(obj), unchecked=list(self.missing_webhooks))
         crd_schema = self.crds.schema(obj.get("apiVersion", ""), obj.get("kind", "")) \
-            if self.crds is not None and is_custom(obj) else None
+            if self.crds is not None and is_custom(obj, self.crds) else None
         if crd_schema is not None:
             outcome = crd_rules.evaluate(obj, crd_schema)
             verdict.refusals += outcome.refusals
