@@ -15,6 +15,7 @@ from infra.spec.capacity import capacity_findings
 
 from .backup_checks import backup_findings
 from .engine import Capture
+from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
 from .schema import CrdIndex, schema_findings
@@ -49,8 +50,15 @@ def check_backup(ctx: Context) -> list[Finding]:
     return backup_findings(ctx)
 
 
+def check_observability(ctx: Context) -> list[Finding]:
+    """Alert rules and dashboards parse as PromQL and read only catalog metrics this stack exports; alerts reach
+    someone."""
+    objs, facts = ctx.objects(), ctx.platform.observability
+    return [*rule_findings(objs, facts), *dashboard_findings(objs, facts), *routing_findings(ctx.platform, objs)]
+
+
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup, check_observability]
 
 
 def default_crds_dir(root: Path) -> Path | None:

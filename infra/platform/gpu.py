@@ -20,6 +20,7 @@ import yaml
 
 from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
+from infra.spec.metrics import dcgm_metrics_csv
 from infra.spec.versions import GPU_OPERATOR_CHART
 
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
@@ -27,6 +28,7 @@ from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
 MIG_CONFIGMAP = "trainyard-mig-configs"
+DCGM_METRICS_CONFIGMAP = "trainyard-dcgm-metrics"  # key dcgm-metrics.csv, as the operator mounts it
 # Config keys outside the pools' names (pool names are DNS labels, which have no dots).
 DEFAULT_DEVICE_PLUGIN_CONFIG = "trainyard.whole-gpus"
 DEFAULT_MIG_CONFIG = "trainyard.all-disabled"
@@ -98,7 +100,10 @@ def chart_values(platform: Platform) -> dict[str, Any]:
         "mig": {"strategy": MIG_STRATEGY},
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE_TOLERATION, *tolerations]}},
-        "dcgmExporter": {"enabled": True},
+        # Our field list (with ECC, NVLink-error and throttle counters); our ServiceMonitor (observability.py), as
+        # the operator creates its own only if the monitoring CRDs existed when it reconciled.
+        "dcgmExporter": {"enabled": True, "config": {"name": DCGM_METRICS_CONFIGMAP},
+                         "serviceMonitor": {"enabled": False}},
     }
     if device_plugin_configs(platform):
         values["devicePlugin"] = {"config": {"name": DEVICE_PLUGIN_CONFIGMAP, "default": DEFAULT_DEVICE_PLUGIN_CONFIG}}
@@ -121,7 +126,9 @@ class GpuOperator(pulumi.ComponentResource):
         ready: list[pulumi.Resource] = [ns]
         for resource_name, configmap, data in (("device-plugin-configs", DEVICE_PLUGIN_CONFIGMAP,
                                                 device_plugin_configs(platform)),
-                                               ("mig-configs", MIG_CONFIGMAP, mig_configs(platform))):
+                                               ("mig-configs", MIG_CONFIGMAP, mig_configs(platform)),
+                                               ("dcgm-metrics", DCGM_METRICS_CONFIGMAP,
+                                                {"dcgm-metrics.csv": dcgm_metrics_csv()})):
             if data:
                 ready.append(kube_object(resource_name, "v1", "ConfigMap", metadata(configmap, NAMESPACE),
                                          child_opts(self, provider, depends_on=[ns]), data=data))

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from .backup import BackupSpec
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
+from .observability import ObservabilitySpec
 from .policy import PolicySpec
 from .pools import PoolSpec
 from .queueing import Queueing, check_queueing
@@ -82,6 +83,7 @@ class PlatformSpec(Strict):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     backup: BackupSpec = Field(default_factory=BackupSpec)
     policy: PolicySpec = Field(default_factory=PolicySpec)
+    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
