@@ -167,9 +167,13 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
         interval = cron_interval_hours(schedule.cron)
         window = interval + max(1, interval // 4)  # the drill's own staleness rule (spec/backup.py)
         series = f'velero_backup_last_successful_timestamp{{schedule="{schedule.tier}"}}'
-        rules.append(alert("VeleroNoRecentBackup", f"(time() - {series}) > {window} * 3600 or absent({series})",
-                           "critical", f"no successful {schedule.tier} backup for over {window}h",
-                           for_="1h", labels={"tier": schedule.tier}))
+        summary = f"no successful {schedule.tier} backup for over {window}h"
+        labels = {"tier": schedule.tier}
+        rules += [alert("VeleroNoRecentBackup", f"(time() - {series}) > {window} * 3600", "critical", summary,
+                        for_="1h", labels=labels),
+                  # Never a success: a new cluster gets one window's grace before this fires.
+                  alert("VeleroNoRecentBackup", f"absent({series})", "critical", summary, for_=f"{window}h",
+                        labels=labels)]
     drill = platform.spec.backup.drill
     interval = cron_interval_hours(drill.schedule)
     window = interval + max(1, interval // 4)
@@ -179,11 +183,12 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
               f'max by (job_name) (kube_job_failed{{namespace="{VELERO_NAMESPACE}", job_name=~"{DRILL}-.*",'
               ' condition="true"}) == 1',
               "warning", "restore drill {{ $labels.job_name }} failed: backups are not proven restorable"),
+        # No success within a drill interval (plus grace), or none since the CronJob was created that long ago.
         alert("RestoreDrillStale",
               f"time() - kube_cronjob_status_last_successful_time{{{drill_job}}} > {window} * 3600"
-              f" or (kube_cronjob_created{{{drill_job}}}"
+              f" or (time() - kube_cronjob_created{{{drill_job}}} > {window} * 3600"
               " unless on (namespace, cronjob) kube_cronjob_status_last_successful_time)",
-              "warning", f"no successful restore drill for over {window}h", for_=f"{window}h"),
+              "warning", f"no successful restore drill for over {window}h", for_="1h"),
     ]
     return rules
 
