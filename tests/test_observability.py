@@ -363,3 +363,26 @@ def test_bad_observability_input_names_the_field(tmp_path: Path, field: str, val
 def test_dcgm_metrics_in_the_catalog_are_exported_only_by_dcgm() -> None:
     dcgm = {m.name for m in CATALOG if m.component == DCGM}
     assert {m.name for m in CATALOG if m.name.startswith("DCGM_")} == dcgm
+
+
+def test_with_the_secret_keys_set_alerts_are_routed_and_the_secrets_stay_masked() -> None:
+    from infra.offline import engine
+    from infra.offline.observability_checks import routing_findings
+    from infra.offline.schema import check_core
+    from infra.spec.load import read_stack_config
+
+    from .conftest import stack_file
+
+    config = {**read_stack_config(stack_file("local")), "trainyard:alertWebhookUrl": {"secure": "v1:abc"},
+              "trainyard:grafanaAdminPassword": {"secure": "v1:def"}}
+    objects = kube_objects(engine.run("local", config))
+    secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+    alertmanager = secrets["alertmanager-kube-prometheus-stack-alertmanager"]
+    assert alertmanager["metadata"]["annotations"]["trainyard.io/receivers"] == "null,webhook"
+    assert alertmanager["stringData"] == {"alertmanager.yaml": "[secret]"}
+    assert secrets["grafana-admin"]["stringData"] == {"admin-user": "admin", "admin-password": "[secret]"}
+    assert all(check_core(s, "1.34") == [] for s in secrets.values())
+    assert routing_findings(platform_of("local"), objects) == []
+    unset = kube_objects(capture_of("local"))
+    assert [f.subject for f in routing_findings(platform_of("local"), unset)] == [
+        "Secret/alertmanager-kube-prometheus-stack-alertmanager", "Secret/grafana-admin"]

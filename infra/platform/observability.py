@@ -174,17 +174,17 @@ class Observability(pulumi.ComponentResource):
         else:
             config = pulumi.Output.secret(webhook_url).apply(
                 lambda url: yaml.safe_dump(alertmanager_config(platform, url), sort_keys=True))
-        # pulumi-kubernetes' own Secret class: it keeps `stringData` secret in state and previews.
+        # Secret values are Pulumi secrets (masked in state and previews); the builder, not pulumi-kubernetes'
+        # Secret class, whose module alone takes seconds to import.
         receivers = ["null", *([WEBHOOK_RECEIVER] if webhook_url is not None else [])]
-        secrets: list[pulumi.Resource] = [k8s.core.v1.Secret(
-            "alertmanager-config", metadata=metadata(ALERTMANAGER_SECRET, NAMESPACE,
-                                                     annotations={RECEIVERS_ANNOTATION: ",".join(receivers)}),
-            string_data={"alertmanager.yaml": config}, opts=in_ns)]
+        secrets: list[pulumi.Resource] = [kube_object(
+            "alertmanager-config", "v1", "Secret",
+            metadata(ALERTMANAGER_SECRET, NAMESPACE, annotations={RECEIVERS_ANNOTATION: ",".join(receivers)}),
+            in_ns, stringData={"alertmanager.yaml": config})]
         if grafana_password is not None and platform.observability.grafana:
-            secrets.append(k8s.core.v1.Secret(
-                "grafana-admin", metadata=metadata(GRAFANA_SECRET, NAMESPACE),
-                string_data={"admin-user": "admin", "admin-password": pulumi.Output.secret(grafana_password)},
-                opts=in_ns))
+            secrets.append(kube_object(
+                "grafana-admin", "v1", "Secret", metadata(GRAFANA_SECRET, NAMESPACE), in_ns,
+                stringData={"admin-user": "admin", "admin-password": pulumi.Output.secret(grafana_password)}))
         self.chart = helm_chart(RELEASE, KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=[ns, node_ns, *secrets]))
         # Monitors and rules need the chart's CRDs; the monitored namespaces come from the other components.
