@@ -33,13 +33,12 @@ SOURCES = {
     DCGM: ("4.6.0-4.8.3 (GPU Operator v26.7.0)", "NVIDIA/dcgm-exporter@7ad58324:etc/dcp-metrics-included.csv"),
     KSM: ("v2.20.0 (kube-prometheus-stack 88.5.3)", "kubernetes/kube-state-metrics@v2.20.0:docs/metrics/"),
     KUEUE: ("v0.19 (kueue chart)", "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go"),
-    CONTROLLERS: ("controller-runtime v0.24.1", "kubernetes-sigs/kueue@v0.19.2:vendor/sigs.k8s.io/controller-runtime/"
-                                                "pkg/internal/controller/metrics/metrics.go"),
+    CONTROLLERS: ("controller-runtime v0.24.1", "kubernetes-sigs/kueue@v0.19.2:vendor/sigs.k8s.io/controller-runtime/"),
     VELERO: ("v1.18 (velero chart 12.1.0)", "vmware-tanzu/velero@v1.18.1:pkg/metrics/metrics.go"),
     KUBELET: ("cluster's kubelet", "kubernetes/kubernetes:pkg/kubelet/metrics/collectors/volume_stats.go"),
     APISERVER: ("cluster's API server", "kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/admission/metrics/"
                                          "metrics.go"),
-    PROMETHEUS: ("v3.14.0 (kube-prometheus-stack 88.5.3)", "prometheus/prometheus@v3.14.0:scrape/target.go"),
+    PROMETHEUS: ("v3.14.0 (kube-prometheus-stack 88.5.3)", "prometheus/prometheus@v3.14.0:scrape/scrape.go"),
 }
 
 
