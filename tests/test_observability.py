@@ -19,7 +19,7 @@ from infra.offline.schema import CrdIndex, check_custom
 from infra.platform.alerts import anchor
 from infra.platform.observability import alertmanager_config, monitors
 from infra.spec import SpecError
-from infra.spec.metrics import CATALOG, DCGM, DCGM_ADDED
+from infra.spec.metrics import CATALOG, DCGM, DCGM_ADDED, series_names
 
 from .conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
@@ -386,3 +386,18 @@ def test_with_the_secret_keys_set_alerts_are_routed_and_the_secrets_stay_masked(
     unset = kube_objects(capture_of("local"))
     assert [f.subject for f in routing_findings(platform_of("local"), unset)] == [
         "Secret/alertmanager-kube-prometheus-stack-alertmanager", "Secret/grafana-admin"]
+
+
+def test_every_catalog_entry_is_read_by_some_stack() -> None:
+    from infra.offline.observability_checks import grafana_expr
+
+    read: set[str] = set()
+    for stack in STACKS:
+        objects = kube_objects(capture_of(stack))
+        read |= {name for rule in _rules(stack) for name in metric_names(rule["expr"])}
+        for board in (o for o in objects if "grafana_dashboard" in o["metadata"].get("labels", {})):
+            for text in board["data"].values():
+                read |= {name for panel in json.loads(text)["panels"] for target in panel["targets"]
+                         for name in metric_names(grafana_expr(target["expr"]))}
+    unread = [m.name for m in CATALOG if not set(series_names(m)) & read]
+    assert unread == []

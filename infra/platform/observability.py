@@ -37,8 +37,7 @@ from .dashboards import SIDECAR_LABEL, dashboards
 from .gpu import NAMESPACE as GPU_NAMESPACE
 from .kueue import NAMESPACE as KUEUE_NAMESPACE
 from .objects import child_opts, helm_chart, kube_object, metadata, namespace
-from .storage import VOLUME_LABEL
-from .tenancy import TEAM_LABEL, psa_labels
+from .tenancy import psa_labels
 from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
 API = "monitoring.coreos.com/v1"
@@ -126,8 +125,8 @@ def chart_values(platform: Platform) -> dict[str, Any]:
                                                            "kubeSchedulerAlerting": False,
                                                            "kubeSchedulerRecording": False} if managed else {})}},
         "windowsMonitoring": {"enabled": False},
-        "kube-state-metrics": {"metricLabelsAllowlist": [
-            f"nodes=[{POOL_LABEL}]", f"persistentvolumeclaims=[{VOLUME_LABEL},{TEAM_LABEL}]"]},
+        # kube_node_labels{label_trainyard_io_pool}: the join from nodes to pools in rules and dashboards.
+        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]"]},
         "prometheus-node-exporter": {"namespaceOverride": NODE_NAMESPACE},
         "grafana": {"enabled": facts.grafana, "admin": {"existingSecret": GRAFANA_SECRET}},
     }

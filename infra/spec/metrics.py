@@ -64,9 +64,8 @@ def _m(name: str, component: str, kind: Kind, labels: str, note: str = "") -> Me
 
 
 # Fields our DCGM list enables on top of the operator's default list (commented out in dcp-metrics-included.csv).
-DCGM_ADDED = ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-              "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_POWER_VIOLATION",
-              "DCGM_FI_DEV_THERMAL_VIOLATION")
+DCGM_ADDED = ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+              "DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION")
 _GPU_LABELS = "gpu UUID modelName hostname node"
 
 CATALOG: tuple[Metric, ...] = (
@@ -74,14 +73,11 @@ CATALOG: tuple[Metric, ...] = (
     _m("DCGM_FI_DEV_GPU_TEMP", DCGM, "gauge", _GPU_LABELS, "degrees C"),
     _m("DCGM_FI_DEV_POWER_USAGE", DCGM, "gauge", _GPU_LABELS, "watts"),
     _m("DCGM_FI_DEV_FB_USED", DCGM, "gauge", _GPU_LABELS, "MiB"),
-    _m("DCGM_FI_DEV_FB_FREE", DCGM, "gauge", _GPU_LABELS, "MiB"),
     _m("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", DCGM, "gauge", _GPU_LABELS, "ratio"),
     _m("DCGM_FI_DEV_XID_ERRORS", DCGM, "gauge", f"{_GPU_LABELS} err_code err_msg",
        "last XID code; sticky until the exporter restarts"),
     _m("DCGM_FI_DEV_ROW_REMAP_FAILURE", DCGM, "gauge", _GPU_LABELS),
-    _m("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", DCGM, "counter", _GPU_LABELS),
     _m("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", DCGM, "counter", _GPU_LABELS, "enabled by our metrics list"),
-    _m("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", DCGM, "counter", _GPU_LABELS, "enabled by our metrics list"),
     _m("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", DCGM, "counter", _GPU_LABELS, "enabled by our metrics list"),
     _m("DCGM_FI_DEV_POWER_VIOLATION", DCGM, "counter", _GPU_LABELS, "ns throttled; enabled by our metrics list"),
     _m("DCGM_FI_DEV_THERMAL_VIOLATION", DCGM, "counter", _GPU_LABELS, "ns throttled; enabled by our metrics list"),
@@ -94,7 +90,6 @@ CATALOG: tuple[Metric, ...] = (
     _m("kube_job_failed", KSM, "gauge", "namespace job_name condition"),
     _m("kube_cronjob_status_last_successful_time", KSM, "gauge", "namespace cronjob"),
     _m("kube_cronjob_created", KSM, "gauge", "namespace cronjob"),
-    _m("kube_persistentvolumeclaim_labels", KSM, "gauge", "namespace persistentvolumeclaim label_trainyard_io_volume"),
     _m("kube_pod_container_resource_requests", KSM, "gauge", "namespace pod node resource unit"),
     _m("kueue_pending_workloads", KUEUE, "gauge", "cluster_queue status replica_role"),
     _m("kueue_admitted_active_workloads", KUEUE, "gauge", "cluster_queue replica_role"),
