@@ -52,14 +52,14 @@ def _archive_crds(archive: Path) -> dict[str, str]:
     only when an object of that kind is checked: the ten prometheus-operator CRDs are 5 MB of YAML."""
     found = {}
     with tarfile.open(archive, "r:gz") as tar:
-        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+        for member in tar:  # in archive order: a gzip stream cannot seek back without decompressing again
             path = PurePosixPath(member.name)
             if member.isfile() and path.parent.name == "crds" and path.suffix == ".yaml":
                 text = tar.extractfile(member).read().decode("utf-8")  # type: ignore[union-attr]
                 kind = _NAMES_KIND.search(text)
                 if kind:
                     found[kind.group(1)] = text
-    return found
+    return dict(sorted(found.items()))
 
 
 class CrdIndex:
