@@ -1,18 +1,21 @@
 """`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
 
 Checks: GPU allocatable per pool vs declared capacity, fabric devices on every node of a pool with them, operator
-deployments available, CRDs served, ClusterQueues active, and the persona access matrix (SubjectAccessReviews
-for the teams' groups). Exit 0 when everything holds, 1 otherwise.
+deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter, and the
+persona access matrix (SubjectAccessReviews for the teams' groups). Exit 0 when everything holds, 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from infra.platform.observability import NAMESPACE as MONITORING_NAMESPACE
+from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
@@ -29,6 +32,7 @@ class LiveCluster(Protocol):
     def crd_groups(self) -> set[str]: ...
     def cluster_queues(self) -> list[dict[str, Any]]: ...
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool: ...
+    def scrape_targets(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,27 @@ def queue_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     return findings
 
 
+def target_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    """Prometheus has an up target for every exporter the stack deploys (its active targets, by job)."""
+    if not platform.observability.enabled:
+        return []
+    try:
+        targets = cluster.scrape_targets()
+    except Exception as error:  # any API or proxy error means the same: Prometheus cannot be seen
+        return [Finding("verify", f"service {MONITORING_NAMESPACE}/{PROMETHEUS_SERVICE}",
+                        f"cannot read Prometheus targets ({type(error).__name__}): is the monitoring stack up?")]
+    findings = []
+    for job in scrape_jobs(platform):
+        of_job = [t for t in targets if t.get("labels", {}).get("job") == job]
+        down = [t for t in of_job if t.get("health") != "up"]
+        if not of_job:
+            findings.append(Finding("verify", f"scrape job {job}", "no target: the ServiceMonitor selects nothing"))
+        elif down:
+            findings.append(Finding("verify", f"scrape job {job}", f"{len(down)}/{len(of_job)} target(s) down: "
+                                    f"{down[0].get('lastError') or down[0].get('health')}"))
+    return findings
+
+
 def expectations(platform: Platform) -> list[Expectation]:
     """Engineers submit TrainJobs in their namespaces and not in another team's; analysts only read."""
     prefix = platform.spec.identity.group_prefix
@@ -140,7 +165,7 @@ def access_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
 
 def verify(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     return [*gpu_findings(platform, cluster), *operator_findings(cluster), *queue_findings(platform, cluster),
-            *access_findings(platform, cluster)]
+            *access_findings(platform, cluster), *target_findings(platform, cluster)]
 
 
 class KubernetesCluster:
@@ -181,6 +206,13 @@ class KubernetesCluster:
                                                                    namespace=namespace)))
         status = self._authz.create_subject_access_review(review).status
         return bool(status and status.allowed)
+
+    def scrape_targets(self) -> list[dict[str, Any]]:
+        """Prometheus' /api/v1/targets through the API server's service proxy (no port-forward needed)."""
+        response = self._core.connect_get_namespaced_service_proxy_with_path(
+            f"{PROMETHEUS_SERVICE}:http-web", MONITORING_NAMESPACE, "api/v1/targets", _preload_content=False)
+        targets: list[dict[str, Any]] = json.loads(response.data)["data"]["activeTargets"]  # type: ignore[attr-defined]
+        return targets
 
 
 def kubeconfig_files() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from infra.platform.observability import scrape_jobs
 from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.verify import expectations, verify
 
@@ -34,6 +35,8 @@ class FakeCluster:
             for t in self.platform.teams]
         self.answers = {(tuple(e.groups), e.verb, e.resource, e.namespace): e.allowed
                         for e in expectations(self.platform)}
+        self.targets: list[dict[str, Any]] = [{"labels": {"job": job}, "health": "up"}
+                                              for job in scrape_jobs(self.platform)]
 
     @staticmethod
     def _deployment(name: str) -> dict[str, Any]:
@@ -53,6 +56,9 @@ class FakeCluster:
 
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool:
         return self.answers[(tuple(groups), verb, resource, namespace)]
+
+    def scrape_targets(self) -> list[dict[str, Any]]:
+        return self.targets
 
 
 def test_a_cluster_as_declared_verifies_clean() -> None:
@@ -91,3 +97,25 @@ def test_efa_nodes_without_their_interfaces_are_reported_by_name() -> None:
     findings = verify(cluster.platform, cluster)
     assert [f.subject for f in findings] == [f"node {h100[1]['metadata']['name']}"]
     assert findings[0].message.startswith(f"{EFA_RESOURCE}: 0 allocatable, 32 expected (pool h100, p5.48xlarge)")
+
+
+def test_scrape_targets_missing_or_down_are_reported_by_job() -> None:
+    cluster = FakeCluster("onprem-lab")
+    jobs = scrape_jobs(cluster.platform)
+    assert "nvidia-dcgm-exporter" in jobs and "kueue-controller-manager-metrics-service" in jobs
+    cluster.targets = [t for t in cluster.targets if t["labels"]["job"] != "nvidia-dcgm-exporter"]
+    cluster.targets.append({"labels": {"job": "velero"}, "health": "down", "lastError": "connection refused"})
+    lines = sorted(f.subject + ": " + f.message for f in verify(cluster.platform, cluster))
+    assert lines == ["scrape job nvidia-dcgm-exporter: no target: the ServiceMonitor selects nothing",
+                     "scrape job velero: 1/2 target(s) down: connection refused"]
+
+
+def test_unreachable_prometheus_is_one_finding() -> None:
+    cluster = FakeCluster("local")
+
+    def unreachable() -> list[dict[str, Any]]:
+        raise ConnectionError("503 Service Unavailable")
+
+    cluster.scrape_targets = unreachable  # type: ignore[method-assign]
+    assert [f.message for f in verify(cluster.platform, cluster)] == [
+        "cannot read Prometheus targets (ConnectionError): is the monitoring stack up?"]

@@ -18,6 +18,7 @@ from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook
 from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
 from .engine import Capture, Registration
+from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
 from .schema import CrdIndex, schema_findings
@@ -71,9 +72,16 @@ def check_backup(ctx: Context) -> list[Finding]:
     return backup_findings(ctx)
 
 
+def check_observability(ctx: Context) -> list[Finding]:
+    """Alert rules and dashboards parse as PromQL and read only catalog metrics this stack exports; alerts reach
+    someone."""
+    objs, facts = ctx.objects(), ctx.platform.observability
+    return [*rule_findings(objs, facts), *dashboard_findings(objs, facts), *routing_findings(ctx.platform, objs)]
+
+
 Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
-                       check_backup, *CHART_CHECKS]
+                       check_backup, check_observability, *CHART_CHECKS]
 
 
 def default_crds_dir(root: Path) -> Path | None:

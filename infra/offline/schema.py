@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import re
+import tarfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jsonschema
@@ -23,23 +24,61 @@ CRD_COMPONENTS = {
     "trainer.kubeflow.org": "trainer",
     "jobset.x-k8s.io": "jobset",
     "velero.io": "velero",
+    "monitoring.coreos.com": "monitoring",
 }
+SECRET = "[secret]"  # how plan.json shows a Pulumi secret: its type is unknown offline
 ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+class _CrdLoader(yaml.CSafeLoader):
+    """PyYAML resolves a bare `=` to YAML 1.1's `value` type, which it cannot build; Kubernetes reads a string
+    (the AlertmanagerConfig CRD's matchType enum)."""
+
+
+def _string(loader: _CrdLoader, node: yaml.Node) -> Any:
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_CrdLoader.add_constructor("tag:yaml.org,2002:value", _string)
+
+
+_NAMES_KIND = re.compile(r"^    kind: (\w+)$", re.MULTILINE)  # spec.names.kind in controller-gen's layout
+
+
+@functools.cache
+def _archive_crds(archive: Path) -> dict[str, str]:
+    """Kind -> CRD text, for the CRDs a chart archive ships in its (and its subcharts') crds/ folders. Parsed
+    only when an object of that kind is checked: the ten prometheus-operator CRDs are 5 MB of YAML."""
+    found = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:  # in archive order: a gzip stream cannot seek back without decompressing again
+            path = PurePosixPath(member.name)
+            if member.isfile() and path.parent.name == "crds" and path.suffix == ".yaml":
+                text = tar.extractfile(member).read().decode("utf-8")  # type: ignore[union-attr]
+                kind = _NAMES_KIND.search(text)
+                if kind:
+                    found[kind.group(1)] = text
+    return dict(sorted(found.items()))
+
+
 class CrdIndex:
-    """openAPIV3Schema per (group, version, kind), read from one component directory each (none without a
+    """openAPIV3Schema per (group, version, kind), read from one component directory each (or a vendored chart
+    archive, a `.tgz` path relative to the CRD root, for components whose CRDs ship in their chart; none without a
     root), then completed by the CRDs the stack's charts install, for kinds the directories do not define."""
 
     def __init__(self, root: Path | None, dirs: dict[str, str], installed: Sequence[dict[str, Any]] = ()) -> None:
         self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.missing: list[str] = []
         self.from_dirs = root is not None
+        self._unparsed: dict[str, str] = {}  # kind -> CRD text from chart archives
         for rel in sorted(dirs.values()):
             if root is None:
                 break
             folder = root / rel
+            if rel.endswith(".tgz") and folder.is_file():
+                self._unparsed.update(_archive_crds(folder.resolve()))
+                continue
             if not folder.is_dir():
                 self.missing.append(rel)
                 continue
@@ -61,6 +100,10 @@ class CrdIndex:
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
+        if kind in self._unparsed:
+            for crd in yaml.load_all(self._unparsed.pop(kind), Loader=_CrdLoader):
+                if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
+                    self._add(crd)
         return self.schemas.get((group, version, kind))
 
 
@@ -124,7 +167,8 @@ def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
     validator = _core_validator(obj.get("kind", ""), obj.get("apiVersion", ""), k8s_version)
     if validator is None:
         return [f"no Kubernetes {k8s_version} schema for {obj.get('apiVersion')} {obj.get('kind')}"]
-    return [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
+    errors = (e for e in validator.iter_errors(obj) if e.instance != SECRET)
+    return [_describe(e) for e in sorted(errors, key=lambda e: list(e.absolute_path))]
 
 
 def is_custom(obj: dict[str, Any], index: CrdIndex | None) -> bool:

@@ -12,20 +12,24 @@ from .backup import Backup
 from .fabric import fabric
 from .gpu import gpu_operator
 from .kueue import Kueue
+from .observability import observability
 from .rbac import Access
 from .storage import Storage
 from .tenancy import Tenancy
 from .trainer import Trainer
 
 
-def build_platform(platform: Platform, cluster: ClusterHandle, backup_credentials: Output[str] | None) -> None:
+def build_platform(platform: Platform, cluster: ClusterHandle, backup_credentials: Output[str] | None,
+                   alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None) -> None:
     provider = cluster.provider
     tenancy = Tenancy("tenancy", platform, provider)
-    gpu_operator(platform, provider)
+    gpu = gpu_operator(platform, provider)
     fabric(platform, provider)
-    Trainer("trainer", platform, provider)
-    Kueue("kueue", platform, provider, tenancy.namespaces)
+    trainer = Trainer("trainer", platform, provider)
+    kueue = Kueue("kueue", platform, provider, tenancy.namespaces)
     Storage("storage", platform, provider, tenancy.namespaces)
-    Backup("backup", platform, provider, tenancy.namespaces, backup_credentials)
+    backup = Backup("backup", platform, provider, tenancy.namespaces, backup_credentials)
     Access("access", platform, provider, tenancy.namespaces)
     Admission("admission", platform, provider)
+    monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
+    observability(platform, provider, alert_webhook, grafana_password, after=monitored)

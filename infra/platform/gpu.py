@@ -20,6 +20,7 @@ import yaml
 
 from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
+from infra.spec.metrics import dcgm_metrics_csv
 from infra.spec.versions import GPU_OPERATOR_CHART
 
 from .network import ANYWHERE, Flow, guard_namespace, metrics
@@ -28,6 +29,7 @@ from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
 MIG_CONFIGMAP = "trainyard-mig-configs"
+DCGM_METRICS_CONFIGMAP = "trainyard-dcgm-metrics"  # key dcgm-metrics.csv, as the operator mounts it
 # The device-plugin default is a key outside the pools' names (pool names are DNS labels, which have no dots);
 # the MIG default has to be `all-disabled`, the only default name the ClusterPolicy CRD accepts.
 DEFAULT_DEVICE_PLUGIN_CONFIG = "trainyard.whole-gpus"
@@ -100,7 +102,10 @@ def chart_values(platform: Platform) -> dict[str, Any]:
         "mig": {"strategy": MIG_STRATEGY},
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": [CONTROL_PLANE_TOLERATION, *tolerations]}},
-        "dcgmExporter": {"enabled": True},
+        # Our field list (with ECC, NVLink-error and throttle counters); our ServiceMonitor (observability.py), as
+        # the operator creates its own only if the monitoring CRDs existed when it reconciled.
+        "dcgmExporter": {"enabled": True, "config": {"name": DCGM_METRICS_CONFIGMAP},
+                         "serviceMonitor": {"enabled": False}},
         # Its pre-upgrade hook re-applies the chart's CRDs; helm.v4.Chart runs no hooks but applies crds/ itself.
         "operator": {"upgradeCRD": False},
     }
@@ -131,7 +136,9 @@ class GpuOperator(pulumi.ComponentResource):
                         [metrics(9400, 8080), *(driver if platform.gpu_stack.driver else [])])
         for resource_name, configmap, data in (("device-plugin-configs", DEVICE_PLUGIN_CONFIGMAP,
                                                 device_plugin_configs(platform)),
-                                               ("mig-configs", MIG_CONFIGMAP, mig_configs(platform))):
+                                               ("mig-configs", MIG_CONFIGMAP, mig_configs(platform)),
+                                               ("dcgm-metrics", DCGM_METRICS_CONFIGMAP,
+                                                {"dcgm-metrics.csv": dcgm_metrics_csv()})):
             if data:
                 ready.append(kube_object(resource_name, "v1", "ConfigMap", metadata(configmap, NAMESPACE),
                                          child_opts(self, provider, depends_on=[ns]), data=data))

@@ -20,6 +20,7 @@ from .cluster import GpuStack
 from .errors import SpecError, rooted
 from .flavors import CPU, MEMORY, Flavor, build_flavor
 from .keys import PLATFORM_KEY
+from .observability import ObservabilityFacts, derive_observability
 from .platform import PlatformSpec
 from .pools import PoolSpec
 from .queueing import QueueingFacts, derive_queueing
@@ -62,6 +63,7 @@ class Platform:
     storage: StorageFacts  # classes, volumes and buckets of this environment
     backup: BackupFacts  # Velero location, schedules, drill namespaces
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
+    observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:
@@ -165,7 +167,15 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         gpu_stack=spec.cluster.gpu_stack(),
         storage=storage,
         backup=backup,
+        observability=_observability(spec, tuple(flavors.values()), tuple(k.name for k in storage.classes)),
     )
+
+
+def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tuple[str, ...]) -> ObservabilityFacts:
+    local = spec.cluster.existing is not None and spec.cluster.existing.simulated_gpus
+    # The same condition as the GPU component's: Trainyard installs the operator, whose DCGM exporter we scrape.
+    dcgm = spec.cluster.gpu_stack().operator and any(flavor.gpu for flavor in flavors)
+    return derive_observability(spec.observability, local, dcgm, classes)
 
 
 def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor]) -> tuple[Mapping[str, Any], ...]:

@@ -6,4 +6,7 @@ PLATFORM_KEY = f"{PROJECT}:platform"
 KUBECONFIG_KEY = f"{PROJECT}:kubeconfig"
 # The object store's credentials file for Velero (its `cloud` key).
 CREDENTIALS_KEY = f"{PROJECT}:backupCredentials"
-SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY)
+# Alertmanager's webhook receiver URL (it usually embeds a token), and Grafana's admin password.
+ALERT_WEBHOOK_KEY = f"{PROJECT}:alertWebhookUrl"
+GRAFANA_PASSWORD_KEY = f"{PROJECT}:grafanaAdminPassword"
+SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY, ALERT_WEBHOOK_KEY, GRAFANA_PASSWORD_KEY)

@@ -10,6 +10,7 @@ from .backup import BackupSpec
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
 from .namespaces import reserved_problem
+from .observability import ObservabilitySpec
 from .policy import PolicySpec
 from .pools import MAX_NODES, PoolSpec
 from .queueing import Queueing, check_queueing
@@ -83,6 +84,7 @@ class PlatformSpec(Strict):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     backup: BackupSpec = Field(default_factory=BackupSpec)
     policy: PolicySpec = Field(default_factory=PolicySpec)
+    observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:

@@ -103,6 +103,10 @@ GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia",
 # AWS EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin): chart v0.5.20 deploys its default
 # image 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13.
 EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")
+# kube-prometheus-stack 88.5.3 (2026-08-21): prometheus-operator v0.93.1, Prometheus v3.14.0, Alertmanager v0.34.0,
+# kube-state-metrics 2.20.0, node-exporter 1.12.1, Grafana 13.2.0.
+KUBE_PROMETHEUS_STACK_CHART = Chart("kube-prometheus-stack", "oci://ghcr.io/prometheus-community/charts/kube-prometheus-stack",
+                                    "88.5.3")
 
 
 class Versions(Strict):
@@ -143,6 +147,8 @@ class Versions(Strict):
             "trainer": f"trainer/v{minor(self.trainer)}",
             "jobset": f"jobset/v{minor(self.jobset)}",
             "velero": f"velero/v{minor(VELERO)}",
+            # prometheus-operator's CRDs ship only inside the chart (its crds subchart): read from the archive.
+            "monitoring": f"../charts/{KUBE_PROMETHEUS_STACK_CHART.name}-{KUBE_PROMETHEUS_STACK_CHART.version}.tgz",
         }
 
 

@@ -1,0 +1,229 @@
+"""The platform's alert and recording rules, built from the spec: one group per concern. Every alert has a
+severity, a summary and a runbook_url pointing at its own section of docs/operations.md (the section's heading is
+the alert name, so the anchor is the lowercased name). Every metric read is in infra/spec/metrics.py; rules
+that need an exporter this stack does not run (the DCGM exporter) are left out.
+
+Thresholds are starting points from ../shared/reference/observability.md §3; pool GPU counts and backup windows
+come from the spec (Flavor.capacity, the tiers' crons)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from infra.spec import Platform
+from infra.spec.backup import cron_interval_hours
+from infra.spec.pools import POOL_LABEL
+
+from .backup import DRILL
+from .backup import NAMESPACE as VELERO_NAMESPACE
+from .kueue import NAMESPACE as KUEUE_NAMESPACE
+from .trainer import NAMESPACE as TRAINER_NAMESPACE
+
+DCGM_JOB = "nvidia-dcgm-exporter"
+# XIDs that mean the GPU needs a reset or replacement (NVIDIA XID catalogue); application XIDs (13, 31, 43, 45)
+# are the job's own fault and stay out.
+CRITICAL_XIDS = "48|61|62|63|64|74|79|92|94|95|119|120|140"
+NOT_FOLLOWER = 'replica_role!="follower"'
+PENDING_HOURS = 2
+ADMISSION_WAIT_P95_HOURS = 4
+PVC_FREE_RATIO = 0.10
+# (namespace, deployment) of the controllers whose webhooks fail closed: one down blocks every submission.
+CONTROLLERS = (
+    (KUEUE_NAMESPACE, "kueue-controller-manager"),
+    (TRAINER_NAMESPACE, "kubeflow-trainer-controller-manager"),
+    (TRAINER_NAMESPACE, "jobset-controller"),
+)
+# Webhook names of Kueue (kubebuilder's *.kb.io), Trainer and JobSet.
+PLATFORM_WEBHOOKS = r".*\\.kb\\.io|.*\\.trainer\\.kubeflow\\.org|.*jobset\\.x-k8s\\.io|.*--v1-pod\\.x-k8s\\.io"
+POOL_SERIES = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL)  # kube_node_labels{label_trainyard_io_pool}
+GPU_UTIL_BY_POOL = "trainyard:gpu_utilisation:avg_by_pool"
+
+
+def ksm_resource(resource: str) -> str:
+    """kube-state-metrics' sanitised resource name: nvidia.com/gpu -> nvidia_com_gpu."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
+
+
+def anchor(alert: str) -> str:
+    return alert.lower()
+
+
+def alert(name: str, expr: str, severity: str, summary: str, for_: str | None = None,
+          labels: dict[str, str] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_:
+        rule["for"] = for_
+    rule["labels"] = {"severity": severity, **(labels or {})}
+    rule["annotations"] = {"summary": summary}
+    return rule
+
+
+def _gpu_hardware(platform: Platform) -> list[dict[str, Any]]:
+    by = "node, gpu, UUID"
+    return [
+        alert("GPUXidCritical",
+              f'max by ({by}, err_code) (DCGM_FI_DEV_XID_ERRORS{{err_code=~"{CRITICAL_XIDS}"}}) > 0', "critical",
+              "GPU {{ $labels.gpu }} on {{ $labels.node }} reported XID {{ $labels.err_code }}: reset or replace"),
+        alert("GPUEccDoubleBitErrors", f"sum by ({by}) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m])) > 0",
+              "critical", "GPU {{ $labels.gpu }} on {{ $labels.node }} had uncorrectable ECC errors"),
+        alert("GPURowRemapFailure", f"max by ({by}) (DCGM_FI_DEV_ROW_REMAP_FAILURE) > 0", "critical",
+              "GPU {{ $labels.gpu }} on {{ $labels.node }} could not remap a memory row: replace it"),
+        alert("GPUNVLinkErrors",
+              f"sum by ({by}) (increase(DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL[15m])) > 0", "warning",
+              "NVLink CRC errors on GPU {{ $labels.gpu }} of {{ $labels.node }}", for_="15m"),
+        alert("GPUThermalThrottling",
+              f"max by ({by}) (rate(DCGM_FI_DEV_THERMAL_VIOLATION[10m])) > 0.1 * 1e9", "warning",
+              "GPU {{ $labels.gpu }} on {{ $labels.node }} spends over 10% of its time thermally throttled",
+              for_="30m"),
+        alert("DCGMExporterDown",
+              'count(max by (node) (kube_node_status_capacity{resource=~"nvidia_com_gpu|nvidia_com_mig_.*"}) > 0)'
+              f' > (count(up{{job="{DCGM_JOB}"}} == 1) or vector(0))', "critical",
+              "GPU nodes without a working DCGM exporter: their GPU faults go unseen", for_="10m"),
+    ]
+
+
+def _gpu_capacity(platform: Platform) -> list[dict[str, Any]]:
+    rules = []
+    gpu_pools = [flavor for flavor in platform.flavors if flavor.gpu_resources]
+    for flavor in gpu_pools:
+        for resource in flavor.gpu_resources:
+            declared = int(flavor.capacity[resource])
+            if declared <= 0:
+                continue  # an autoscaled pool that may scale to zero promises nothing
+            in_pool = f'kube_node_labels{{{POOL_SERIES}="{flavor.pool}"}}'
+            expr = (f'(sum(kube_node_status_allocatable{{resource="{ksm_resource(resource)}"}} '
+                    f"* on (node) group_left () {in_pool}) or vector(0)) < {declared}")
+            rules.append(alert("GPUAllocatableBelowPool", expr, "critical",
+                               f"pool {flavor.pool} offers fewer than its {declared} {resource}",
+                               for_="10m", labels={"pool": flavor.pool, "resource": resource}))
+    if gpu_pools:
+        pools = "|".join(flavor.pool for flavor in gpu_pools)
+        rules.append(alert(
+            "GPUNodeNotReady",
+            'kube_node_status_condition{condition="Ready",status="true"} == 0'
+            f' and on (node) kube_node_labels{{{POOL_SERIES}=~"{pools}"}}'
+            " and on (node) kube_node_spec_unschedulable == 0",
+            "critical", "GPU node {{ $labels.node }} is NotReady and not cordoned", for_="5m"))
+    return rules
+
+
+def _queueing(platform: Platform) -> list[dict[str, Any]]:
+    return [
+        alert("KueuePendingTooLong",
+              f'sum by (cluster_queue) (kueue_pending_workloads{{status="active", {NOT_FOLLOWER}}}) > 0'
+              " and on (cluster_queue) sum by (cluster_queue)"
+              f" (increase(kueue_admitted_workloads_total{{{NOT_FOLLOWER}}}[{PENDING_HOURS}h])) == 0",
+              "warning", f"ClusterQueue {{{{ $labels.cluster_queue }}}} has work waiting and admitted nothing "
+              f"for {PENDING_HOURS}h", for_="30m"),
+        alert("KueueClusterQueueInactive",
+              f'max by (cluster_queue) (kueue_cluster_queue_status{{status!="active", {NOT_FOLLOWER}}}) == 1',
+              "critical", "ClusterQueue {{ $labels.cluster_queue }} is inactive: it admits nothing", for_="15m"),
+        alert("KueueAdmissionWaitHigh",
+              "histogram_quantile(0.95, sum by (le, cluster_queue)"
+              f" (rate(kueue_admission_wait_time_seconds_bucket{{{NOT_FOLLOWER}}}[6h])))"
+              f" > {ADMISSION_WAIT_P95_HOURS} * 3600",
+              "warning", "ClusterQueue {{ $labels.cluster_queue }}: 95% of admissions waited up to "
+              "{{ $value | humanizeDuration }}", for_="1h"),
+        alert("KueuePodsReadyTimeoutEvictions",
+              "sum by (cluster_queue) (increase(kueue_evicted_workloads_total"
+              f'{{reason="PodsReadyTimeout", {NOT_FOLLOWER}}}[1h])) > 3',
+              "warning", "ClusterQueue {{ $labels.cluster_queue }}: jobs admitted but their pods do not start"),
+    ]
+
+
+def _controllers(platform: Platform) -> list[dict[str, Any]]:
+    rules = [
+        alert("TrainingControllerUnavailable",
+              f'(max(kube_deployment_status_replicas_available{{namespace="{namespace}",'
+              f' deployment="{deployment}"}}) or vector(0)) < 1',
+              "critical", f"{deployment} has no available replica: its fail-closed webhooks block submissions",
+              for_="5m", labels={"deployment": deployment, "namespace": namespace})
+        for namespace, deployment in CONTROLLERS
+    ]
+    rules += [
+        alert("AdmissionWebhookCallsFailing",
+              'sum by (name) (rate(apiserver_admission_webhook_rejection_count{error_type="calling_webhook_error",'
+              f' name=~"{PLATFORM_WEBHOOKS}"}}[5m])) > 0',
+              "critical", "the API server cannot call webhook {{ $labels.name }}: submissions fail", for_="10m"),
+        alert("ControllerReconcileErrors",
+              "sum by (namespace, job, controller) (rate(controller_runtime_reconcile_errors_total[15m])) > 0.1",
+              "warning", "controller {{ $labels.controller }} ({{ $labels.job }}) keeps failing to reconcile",
+              for_="30m"),
+    ]
+    return rules
+
+
+def _backup(platform: Platform) -> list[dict[str, Any]]:
+    facts = platform.backup
+    tiers = "|".join(schedule.tier for schedule in facts.schedules)
+    rules = [
+        alert("VeleroBackupFailed", f'velero_backup_last_status{{schedule=~"{tiers}"}} != 1', "warning",
+              "the last backup of tier {{ $labels.schedule }} failed", for_="15m"),
+        alert("VeleroBackupLocationUnavailable", "velero_backup_location_status_gauge == 0", "critical",
+              "Velero cannot use backup location {{ $labels.backup_location_name }}", for_="15m"),
+    ]
+    for schedule in facts.schedules:
+        interval = cron_interval_hours(schedule.cron)
+        window = interval + max(1, interval // 4)  # the drill's own staleness rule (spec/backup.py)
+        series = f'velero_backup_last_successful_timestamp{{schedule="{schedule.tier}"}}'
+        summary = f"no successful {schedule.tier} backup for over {window}h"
+        labels = {"tier": schedule.tier}
+        rules += [alert("VeleroNoRecentBackup", f"(time() - {series}) > {window} * 3600", "critical", summary,
+                        for_="1h", labels=labels),
+                  # Never a success: a new cluster gets one window's grace before this fires.
+                  alert("VeleroNoRecentBackup", f"absent({series})", "critical", summary, for_=f"{window}h",
+                        labels=labels)]
+    drill = platform.spec.backup.drill
+    interval = cron_interval_hours(drill.schedule)
+    window = interval + max(1, interval // 4)
+    drill_job = f'namespace="{VELERO_NAMESPACE}", cronjob="{DRILL}"'
+    rules += [
+        alert("RestoreDrillFailed",
+              f'max by (job_name) (kube_job_failed{{namespace="{VELERO_NAMESPACE}", job_name=~"{DRILL}-.*",'
+              ' condition="true"}) == 1',
+              "warning", "restore drill {{ $labels.job_name }} failed: backups are not proven restorable"),
+        # No success within a drill interval (plus grace), or none since the CronJob was created that long ago.
+        alert("RestoreDrillStale",
+              f"time() - kube_cronjob_status_last_successful_time{{{drill_job}}} > {window} * 3600"
+              f" or (time() - kube_cronjob_created{{{drill_job}}} > {window} * 3600"
+              " unless on (namespace, cronjob) kube_cronjob_status_last_successful_time)",
+              "warning", f"no successful restore drill for over {window}h", for_="1h"),
+    ]
+    return rules
+
+
+def _storage(platform: Platform, monitoring_namespace: str) -> list[dict[str, Any]]:
+    namespaces = "|".join(sorted({ns for team in platform.teams for ns in team.namespaces} | {monitoring_namespace}))
+    selector = f'{{namespace=~"{namespaces}"}}'
+    return [alert("PVCNearlyFull",
+                  f"kubelet_volume_stats_available_bytes{selector} / kubelet_volume_stats_capacity_bytes{selector}"
+                  f" < {PVC_FREE_RATIO}",
+                  "warning", "volume {{ $labels.persistentvolumeclaim }} in {{ $labels.namespace }} is over "
+                  f"{int((1 - PVC_FREE_RATIO) * 100)}% full", for_="15m")]
+
+
+def _recording(platform: Platform) -> list[dict[str, Any]]:
+    return [{"record": GPU_UTIL_BY_POOL,
+             "expr": f"avg by ({POOL_SERIES}) (DCGM_FI_DEV_GPU_UTIL * on (node) group_left ({POOL_SERIES})"
+                     " kube_node_labels)"}]
+
+
+def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str, Any]]:
+    """The PrometheusRule spec.groups of this stack, with the runbook links of spec.observability."""
+    dcgm = platform.observability.dcgm
+    groups = [
+        ("trainyard-gpu-hardware", _gpu_hardware(platform) if dcgm else []),
+        ("trainyard-gpu-capacity", _gpu_capacity(platform)),
+        ("trainyard-gpu-recording", _recording(platform) if dcgm else []),
+        ("trainyard-queueing", _queueing(platform)),
+        ("trainyard-controllers", _controllers(platform)),
+        ("trainyard-backup", _backup(platform)),
+        ("trainyard-storage", _storage(platform, monitoring_namespace)),
+    ]
+    base = platform.observability.alerting.runbook_base
+    for _, rules in groups:
+        for rule in rules:
+            if "alert" in rule:
+                rule["annotations"]["runbook_url"] = f"{base}#{anchor(rule['alert'])}"
+    return [{"name": name, "rules": rules} for name, rules in groups if rules]
