@@ -119,7 +119,7 @@ def test_a_mig_pool_gets_its_mig_manager_config_and_offers_mig_instances() -> No
 
 def test_gpu_operator_objects_pass_the_kubernetes_schema() -> None:
     for platform, capture in (_time_sliced(), _mig()):
-        objects = [o for o in kube_objects(capture) if not is_custom(o) and (
+        objects = [o for o in kube_objects(capture) if not is_custom(o, None) and (
             o["metadata"].get("namespace") == "gpu-operator" or o["metadata"]["name"] == "gpu-operator")]
         assert objects
         for obj in objects:

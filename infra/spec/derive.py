@@ -62,8 +62,8 @@ class Platform:
     gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
     storage: StorageFacts  # classes, volumes and buckets of this environment
     backup: BackupFacts  # Velero location, schedules, drill namespaces
-    source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
     observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
+    source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:
