@@ -22,6 +22,7 @@ from helm_python import _native
 from infra.spec.versions import CHART_CACHE, Chart
 
 from .chartcache import ROOT, ChartCacheError, ensure
+from .schema import ManifestLoader
 
 CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
 HOOK = "helm.sh/hook"
@@ -97,7 +98,7 @@ def _documents(manifests: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     for template in sorted(manifests):
         if template.endswith("NOTES.txt"):
             continue
-        for document in yaml.load_all(manifests[template], Loader=yaml.CSafeLoader):
+        for document in yaml.load_all(manifests[template], Loader=ManifestLoader):
             if isinstance(document, dict) and document.get("kind"):
                 yield document
 
@@ -146,8 +147,10 @@ def _render(source: Source, archive: Path, kubernetes: str,
         # crds/ from what it installs, as Helm does).
         with helm.Chart.load(archive) as chart:
             defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
+            # A key values.yaml leaves out (documented in a comment only) counts when a template reads it.
+            templates = "\n".join(str(t.get("data", "")) for t in chart.templates or [])
             problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
-                        for key in unknown_keys(source.values, defaults)]
+                        for key in unknown_keys(source.values, defaults) if f".Values.{key}" not in templates]
             try:
                 chart.validate_schema(source.values)
             except helm.HelmError as error:

@@ -75,8 +75,11 @@ def check_backup(ctx: Context) -> list[Finding]:
 def check_observability(ctx: Context) -> list[Finding]:
     """Alert rules and dashboards parse as PromQL and read only catalog metrics this stack exports; alerts reach
     someone."""
-    objs, facts = ctx.objects(), ctx.platform.observability
-    return [*rule_findings(objs, facts), *dashboard_findings(objs, facts), *routing_findings(ctx.platform, objs)]
+    ours = [obj for record, obj in ctx.records() if not record.chart]
+    charts = [obj for record, obj in ctx.records() if record.chart]
+    facts = ctx.platform.observability
+    return [*rule_findings(ours, facts), *dashboard_findings(ours, facts), *rule_findings(charts, None),
+            *dashboard_findings(charts, None), *routing_findings(ctx.platform, ctx.objects())]
 
 
 Check = Callable[[Context], list[Finding]]

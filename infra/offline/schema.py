@@ -31,16 +31,16 @@ ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
-class _CrdLoader(yaml.CSafeLoader):
+class ManifestLoader(yaml.CSafeLoader):
     """PyYAML resolves a bare `=` to YAML 1.1's `value` type, which it cannot build; Kubernetes reads a string
     (the AlertmanagerConfig CRD's matchType enum)."""
 
 
-def _string(loader: _CrdLoader, node: yaml.Node) -> Any:
+def _string(loader: ManifestLoader, node: yaml.Node) -> Any:
     return loader.construct_scalar(node)  # type: ignore[arg-type]
 
 
-_CrdLoader.add_constructor("tag:yaml.org,2002:value", _string)
+ManifestLoader.add_constructor("tag:yaml.org,2002:value", _string)
 
 
 _NAMES_KIND = re.compile(r"^    kind: (\w+)$", re.MULTILINE)  # spec.names.kind in controller-gen's layout
@@ -101,7 +101,7 @@ class CrdIndex:
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
         if kind in self._unparsed:
-            for crd in yaml.load_all(self._unparsed.pop(kind), Loader=_CrdLoader):
+            for crd in yaml.load_all(self._unparsed.pop(kind), Loader=ManifestLoader):
                 if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
                     self._add(crd)
         return self.schemas.get((group, version, kind))
