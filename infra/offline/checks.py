@@ -17,6 +17,7 @@ from .backup_checks import backup_findings
 from .engine import Capture
 from .plan import objects
 from .policy_runner import policy_findings
+from .prerequisite_checks import check_needs_cover_objects, check_prerequisites
 from .schema import CrdIndex, schema_findings
 
 
@@ -50,7 +51,8 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup]
+CHECKS: list[Check] = [check_capacity, check_schemas, check_policies, check_backup, check_prerequisites,
+                       check_needs_cover_objects]
 
 
 def default_crds_dir(root: Path) -> Path | None:

@@ -21,6 +21,7 @@ from .flavors import CPU, MEMORY, Flavor, build_flavor
 from .keys import PLATFORM_KEY
 from .platform import PlatformSpec
 from .pools import PoolSpec
+from .prerequisites import Prerequisites, derive_prerequisites
 from .queueing import QueueingFacts, derive_queueing
 from .storage import StorageFacts
 from .teams import TeamSpec
@@ -54,6 +55,7 @@ class Platform:
     gpu_stack: GpuStack  # who installs the GPU driver, device plugin and sharing on this cluster
     storage: StorageFacts  # classes, volumes and buckets of this environment
     backup: BackupFacts  # Velero location, schedules, drill namespaces
+    prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:
@@ -157,6 +159,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         gpu_stack=spec.cluster.gpu_stack(),
         storage=storage,
         backup=backup,
+        prerequisites=derive_prerequisites(spec, storage),
     )
 
 
