@@ -155,7 +155,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
             for name, flavor in flavors.items()
         }),
         version_verdicts=verdicts(spec.versions),
-        runtimes=_runtimes(spec, flavors),
+        runtimes=_runtimes(spec, flavors, storage.pod_annotations()),
         gpu_stack=spec.cluster.gpu_stack(),
         storage=storage,
         backup=backup,
@@ -163,5 +163,11 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
     )
 
 
-def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor]) -> tuple[Mapping[str, Any], ...]:
-    return runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)
+def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor],
+              pod_annotations: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
+    rendered = runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)
+    for runtime in rendered if pod_annotations else ():  # GCS FUSE volumes: every pod asks for the sidecar
+        for job in runtimes.replicated_jobs(runtime):
+            pod = job["template"]["spec"]["template"]
+            pod.setdefault("metadata", {}).setdefault("annotations", {}).update(pod_annotations)
+    return rendered

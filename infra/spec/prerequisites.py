@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .versions import CLUSTER_AUTOSCALER_IMAGES
+
 CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
                     "workload-identity")
 CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
@@ -110,6 +112,9 @@ _FIX_CLOUD = {
 def fix(kind: str, capability: str) -> str:
     if kind == "existing":
         return _FIX_EXISTING.format(capability=capability)
+    if kind == "eks" and capability == "autoscaler":
+        return f"the cluster autoscaler is pinned for Kubernetes {' and '.join(CLUSTER_AUTOSCALER_IMAGES)}: set " \
+               "versions.kubernetes to one of them"
     special = _FIX_CLOUD.get(capability, {}).get(kind)
     if special:
         return special
@@ -169,6 +174,16 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     return tuple(Need(capability, "; ".join(parts)) for capability, parts in sorted(who.items()))
 
 
+def _eks_installs(spec: Any, capability: str) -> bool:
+    """EKS installs the FSx driver only for an FSx datasets class, and the autoscaler only where an image of
+    the cluster's minor is pinned."""
+    if capability == "csi:fsx.csi.aws.com":
+        return spec.storage.aws.fsx_subnet_id is not None
+    if capability == "autoscaler":
+        return spec.versions.kubernetes in CLUSTER_AUTOSCALER_IMAGES
+    return True
+
+
 def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
     """Needs and who provides each: the cloud cluster's mechanisms, the site's declaration, the platform."""
     kind = spec.cluster.kind
@@ -182,6 +197,8 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
             provided[capability] = Provision("site", "declared in cluster.existing.provides")
     else:
         for capability, how in CLOUD_PROVIDES[kind].items():
+            if kind == "eks" and not _eks_installs(spec, capability):
+                continue
             provided[capability] = Provision("cluster", how)
         login = spec.cluster.chosen.login_mechanism()
         if login is not None:

@@ -65,6 +65,12 @@ GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia",
 # AWS EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin): chart v0.5.20 deploys its default
 # image 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13.
 EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")
+# EKS cluster layer: the cluster autoscaler (chart 9.59.0, appVersion 1.35.0) runs the image of the cluster's
+# minor (tags of 2026-07-22), and AWS Node Termination Handler 1.25.6 (chart 0.27.6) drains Spot nodes.
+CLUSTER_AUTOSCALER_CHART = Chart("cluster-autoscaler", "https://kubernetes.github.io/autoscaler", "9.59.0")
+CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
+NODE_TERMINATION_HANDLER_CHART = Chart("aws-node-termination-handler",
+                                       "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler", "0.27.6")
 
 
 class Versions(Strict):
