@@ -32,6 +32,7 @@ class LiveCluster(Protocol):
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool: ...
     def daemonsets(self) -> list[dict[str, Any]]: ...
     def csi_drivers(self) -> set[str]: ...
+    def backup_locations(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,11 @@ class KubernetesCluster:
     def csi_drivers(self) -> set[str]:
         drivers = self._client.StorageV1Api(self._api).list_csi_driver().items
         return {str(driver.metadata.name) for driver in drivers if driver.metadata is not None}
+
+    def backup_locations(self) -> list[dict[str, Any]]:
+        listing = self._custom.list_namespaced_custom_object("velero.io", "v1", "velero", "backupstoragelocations")
+        items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
+        return items
 
     def cluster_queues(self) -> list[dict[str, Any]]:
         listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")

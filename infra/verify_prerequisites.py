@@ -4,7 +4,7 @@ What the API shows is checked: a NetworkPolicy engine's DaemonSet running, each 
 (a CSIDriver object), the snapshot CRDs served and their controller available, the cluster autoscaler and the
 Spot termination handler running where the cluster runs them in-cluster, every needed API group served.
 Login (group claims) and workload identity are configured outside the API: the access matrix and the backup
-location's phase show them at work.
+location's phase (Available: Velero reached its bucket, with workload identity in the clouds) show them at work.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class PrerequisiteReader(Protocol):
     def deployments(self, namespace: str) -> list[dict[str, Any]]: ...
     def csi_drivers(self) -> set[str]: ...
     def crd_groups(self) -> set[str]: ...
+    def backup_locations(self) -> list[dict[str, Any]]: ...
 
 
 def _ready(workload: dict[str, Any]) -> bool:
@@ -94,4 +95,10 @@ def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> li
     for capability in sorted(c for c in needed if c.startswith("crd:")):
         if capability[4:] not in groups:
             missing(capability, f"no CRD of API group {capability[4:]} is served")
+    for location in cluster.backup_locations():
+        phase = location.get("status", {}).get("phase", "unknown")
+        if phase != "Available":
+            findings.append(Finding("verify", f"BackupStorageLocation {location['metadata']['name']}",
+                                    f"phase {phase}: Velero cannot reach bucket {platform.backup.bucket} (credentials, "
+                                    "workload identity or endpoint)"))
     return findings

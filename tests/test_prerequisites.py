@@ -40,6 +40,10 @@ def _eks_on_rook(raw: dict[str, Any]) -> None:
     raw["storage"] = {"profile": "rook-ceph"}
 
 
+def _eks_on_133(raw: dict[str, Any]) -> None:
+    raw["versions"] = {"kubernetes": "1.33"}  # no cluster-autoscaler image pinned for it
+
+
 def _lab_on_s3_with_spot(raw: dict[str, Any]) -> None:
     raw["pools"]["l40s"]["capacityType"] = "spot"
     raw["storage"] = {"profile": "aws", "region": "us-east-1"}
@@ -60,6 +64,8 @@ UNMET = [
     ("aws-prod", _eks_without_login, "group-claims", ["cluster.eks.login.oidc"]),
     ("gcp-prod", _gke_without_login, "group-claims", ["cluster.gke.login.securityGroup"]),
     ("aws-prod", _eks_on_rook, "csi:rook-ceph.rbd.csi.ceph.com", ["StorageClass block", "storage profile"]),
+    ("aws-prod", _eks_on_133, "autoscaler", ["pool l40s (autoscale 2-6); pool spot (autoscale 0-8)",
+                                             "versions.kubernetes"]),
 ]
 
 
@@ -81,15 +87,6 @@ def test_an_unmet_need_is_one_line_naming_it_who_needs_it_and_the_fix(stack: str
     line = lines[capability]
     assert line.startswith(f"[error] prerequisites: {capability}: needed by ") and "\n" not in line
     assert all(word in line for word in words), line
-
-
-def test_autoscaler_need_fails_when_nothing_provides_it() -> None:
-    """No stack can leave it unmet (every cloud kind autoscales; listed nodes cannot): the rule itself."""
-    platform = platform_of("aws-prod")
-    provided = {k: v for k, v in platform.prerequisites.provided.items() if k != "autoscaler"}
-    prerequisites = dataclasses.replace(platform.prerequisites, provided=provided)
-    assert [n.capability for n in prerequisites.unmet()] == ["autoscaler"]
-    assert "pool l40s (autoscale 2-6); pool spot (autoscale 0-8)" in prerequisites.unmet()[0].who
 
 
 def test_a_pool_of_fixed_size_needs_no_autoscaler() -> None:

@@ -42,6 +42,10 @@ class FakeCluster:
         self.ready["kube-system"] = [self._deployment("snapshot-controller"), self._deployment("cluster-autoscaler")]
         engine = ("aws-node", "aws-network-policy-agent") if self.platform.spec.cluster.eks else ("calico-node", "x")
         self.daemonset_list = [self._daemonset(*engine), self._daemonset("aws-node-termination-handler", "handler")]
+        self.locations = [{"metadata": {"name": "default"}, "status": {"phase": "Available"}}]
+
+    def backup_locations(self) -> list[dict[str, Any]]:
+        return self.locations
 
     @staticmethod
     def _daemonset(name: str, container: str) -> dict[str, Any]:
@@ -147,3 +151,11 @@ def test_gke_runs_snapshots_and_autoscaling_in_its_control_plane() -> None:
     cluster.ready["kube-system"] = []
     cluster.daemonset_list = [FakeCluster._daemonset("anetd", "cilium-agent")]
     assert verify(cluster.platform, cluster) == []
+
+
+def test_a_backup_location_velero_cannot_reach_is_reported() -> None:
+    cluster = FakeCluster("azure-prod")
+    cluster.locations[0]["status"]["phase"] = "Unavailable"
+    findings = verify(cluster.platform, cluster)
+    assert [f.subject for f in findings] == ["BackupStorageLocation default"]
+    assert "phase Unavailable" in findings[0].message
