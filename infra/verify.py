@@ -1,8 +1,9 @@
 """`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
 
 Checks: GPU allocatable per pool vs declared capacity, fabric devices on every node of a pool with them, operator
-deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter, and the
-persona access matrix (SubjectAccessReviews for the teams' groups). Exit 0 when everything holds, 1 otherwise.
+deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter, the
+persona access matrix (SubjectAccessReviews for the teams' groups), and the cluster prerequisites the stack
+needs (infra/verify_prerequisites.py). Exit 0 when everything holds, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
+from infra.verify_prerequisites import prerequisite_findings
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
 CRD_GROUPS = ("kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io")
@@ -33,6 +35,9 @@ class LiveCluster(Protocol):
     def cluster_queues(self) -> list[dict[str, Any]]: ...
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool: ...
     def scrape_targets(self) -> list[dict[str, Any]]: ...
+    def daemonsets(self) -> list[dict[str, Any]]: ...
+    def csi_drivers(self) -> set[str]: ...
+    def backup_locations(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,8 @@ def access_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
 
 def verify(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     return [*gpu_findings(platform, cluster), *operator_findings(cluster), *queue_findings(platform, cluster),
-            *access_findings(platform, cluster), *target_findings(platform, cluster)]
+            *access_findings(platform, cluster), *target_findings(platform, cluster),
+            *prerequisite_findings(platform, cluster)]
 
 
 class KubernetesCluster:
@@ -193,6 +199,18 @@ class KubernetesCluster:
 
     def crd_groups(self) -> set[str]:
         return {crd.spec.group for crd in self._ext.list_custom_resource_definition().items}
+
+    def daemonsets(self) -> list[dict[str, Any]]:
+        return self._plain(self._apps.list_daemon_set_for_all_namespaces().items)
+
+    def csi_drivers(self) -> set[str]:
+        drivers = self._client.StorageV1Api(self._api).list_csi_driver().items
+        return {str(driver.metadata.name) for driver in drivers if driver.metadata is not None}
+
+    def backup_locations(self) -> list[dict[str, Any]]:
+        listing = self._custom.list_namespaced_custom_object("velero.io", "v1", "velero", "backupstoragelocations")
+        items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
+        return items
 
     def cluster_queues(self) -> list[dict[str, Any]]:
         listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")

@@ -45,7 +45,8 @@ def test_l4_spot_pool_time_shares_each_gpu_and_autoscales_across_zones() -> None
     accelerator = _accelerator(args)
     assert (accelerator["type"], accelerator["count"]) == ("nvidia-l4", 4)
     assert accelerator["gpuSharingConfig"] == {"gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 4}
-    assert args["autoscaling"] == {"totalMinNodeCount": 1, "totalMaxNodeCount": 6}
+    # a Spot pool takes nodes in whichever zone has capacity
+    assert args["autoscaling"] == {"totalMinNodeCount": 1, "totalMaxNodeCount": 6, "locationPolicy": "ANY"}
 
 
 def test_time_shared_capacity_and_quotas_count_replicas() -> None:

@@ -71,9 +71,11 @@ def test_queue_objects_wait_for_the_kueue_release() -> None:
 
 
 def test_everything_in_cluster_uses_the_stack_provider() -> None:
+    """Node patches have their own provider (the stack provider waits for them); everything else uses it."""
     for record in capture_of("onprem-lab").resources:
         if record.custom and record.type.startswith("kubernetes:"):
-            assert record.provider == "pulumi:providers:kubernetes::kubernetes", record.name
+            expected = "nodes" if record.type == "kubernetes:core/v1:NodePatch" else "kubernetes"
+            assert record.provider == f"pulumi:providers:kubernetes::{expected}", record.name
 
 
 def test_kubeconfig_is_masked_as_a_secret() -> None:

@@ -37,6 +37,30 @@ class FakeCluster:
                         for e in expectations(self.platform)}
         self.targets: list[dict[str, Any]] = [{"labels": {"job": job}, "health": "up"}
                                               for job in scrape_jobs(self.platform)]
+        # What the site or the cloud installed: a policy engine, the CSI drivers, snapshots, autoscaler.
+        needed = {need.capability for need in self.platform.prerequisites.needs}
+        self.drivers = {c.removeprefix("csi:") for c in needed if c.startswith("csi:")}
+        self.groups |= {c.removeprefix("crd:") for c in needed if c.startswith("crd:")} | {
+            "snapshot.storage.k8s.io"}
+        self.ready["kube-system"] = [self._deployment("snapshot-controller"), self._deployment("cluster-autoscaler")]
+        engine = ("aws-node", "aws-network-policy-agent") if self.platform.spec.cluster.eks else ("calico-node", "x")
+        self.daemonset_list = [self._daemonset(*engine), self._daemonset("aws-node-termination-handler", "handler")]
+        self.locations = [{"metadata": {"name": "default"}, "status": {"phase": "Available"}}]
+
+    def backup_locations(self) -> list[dict[str, Any]]:
+        return self.locations
+
+    @staticmethod
+    def _daemonset(name: str, container: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"template": {"spec": {"containers": [{"name": container}]}}},
+                "status": {"desiredNumberScheduled": 3, "numberReady": 3}}
+
+    def daemonsets(self) -> list[dict[str, Any]]:
+        return self.daemonset_list
+
+    def csi_drivers(self) -> set[str]:
+        return self.drivers
 
     @staticmethod
     def _deployment(name: str) -> dict[str, Any]:
@@ -119,3 +143,45 @@ def test_unreachable_prometheus_is_one_finding() -> None:
     cluster.scrape_targets = unreachable  # type: ignore[method-assign]
     assert [f.message for f in verify(cluster.platform, cluster)] == [
         "cannot read Prometheus targets (ConnectionError): is the monitoring stack up?"]
+def _subjects(cluster: FakeCluster) -> list[str]:
+    return [f.subject for f in verify(cluster.platform, cluster)]
+
+
+def test_no_policy_engine_is_reported_and_a_vpc_cni_without_its_agent_does_not_count() -> None:
+    cluster = FakeCluster("aws-prod")
+    cluster.daemonset_list[0]["spec"]["template"]["spec"]["containers"] = [{"name": "aws-node"}]
+    assert _subjects(cluster) == ["prerequisite network-policy"]
+    cluster = FakeCluster("onprem-lab")
+    cluster.daemonset_list[0]["status"]["numberReady"] = 2  # one node without its engine
+    assert _subjects(cluster) == ["prerequisite network-policy"]
+
+
+def test_unregistered_csi_driver_missing_snapshot_crds_and_site_crds_are_reported() -> None:
+    cluster = FakeCluster("onprem-lab")
+    cluster.drivers.discard("rook-ceph.rbd.csi.ceph.com")
+    cluster.groups -= {"snapshot.storage.k8s.io", "objectbucket.io"}
+    assert _subjects(cluster) == ["prerequisite csi:rook-ceph.rbd.csi.ceph.com", "prerequisite volume-snapshots",
+                                  "prerequisite crd:objectbucket.io"]
+
+
+def test_eks_without_autoscaler_snapshot_controller_or_termination_handler_is_reported() -> None:
+    cluster = FakeCluster("aws-prod")
+    cluster.ready["kube-system"] = []
+    cluster.daemonset_list = cluster.daemonset_list[:1]
+    assert _subjects(cluster) == ["prerequisite volume-snapshots", "prerequisite autoscaler",
+                                  "prerequisite spot-interruption"]
+
+
+def test_gke_runs_snapshots_and_autoscaling_in_its_control_plane() -> None:
+    cluster = FakeCluster("gcp-prod")
+    cluster.ready["kube-system"] = []
+    cluster.daemonset_list = [FakeCluster._daemonset("anetd", "cilium-agent")]
+    assert verify(cluster.platform, cluster) == []
+
+
+def test_a_backup_location_velero_cannot_reach_is_reported() -> None:
+    cluster = FakeCluster("azure-prod")
+    cluster.locations[0]["status"]["phase"] = "Unavailable"
+    findings = verify(cluster.platform, cluster)
+    assert [f.subject for f in findings] == ["BackupStorageLocation default"]
+    assert "phase Unavailable" in findings[0].message

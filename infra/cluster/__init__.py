@@ -1,28 +1,23 @@
-"""Where nodes come from. Every kind returns the same small interface: a Kubernetes provider plus the
-resources that must exist before the platform is installed on the nodes (node labels/taints on an existing
-cluster, node pools on a cloud), so nothing above this layer knows which cloud it runs on."""
+"""Where nodes come from. Every kind returns the same typed contract (infra/contract.py): a Kubernetes provider
+that waits for the nodes, the pools, the capabilities the cluster provides, and the cloud services the platform
+asks for (buckets, workload identities), so nothing above this layer knows which cloud it runs on."""
 
 from __future__ import annotations
 
 import importlib
 import ipaddress
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.contract import ClusterContract, WorkloadIdentity
 from infra.spec import Platform
+from infra.spec.prerequisites import Provision
 
 # Kubernetes taint effects as the cloud node-pool APIs spell them (EKS and GKE).
 CLOUD_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
-
-
-@dataclass(frozen=True)
-class ClusterHandle:
-    provider: k8s.Provider
-    component: pulumi.ComponentResource
-    node_setup: tuple[pulumi.Resource, ...]  # node labels/taints or node pools the platform waits for
 
 
 def split(cidr: str, parts: int) -> list[str]:
@@ -32,25 +27,41 @@ def split(cidr: str, parts: int) -> list[str]:
     return [str(subnet) for subnet in list(network.subnets(prefixlen_diff=extra_bits))[:parts]]
 
 
+def cluster_capabilities(platform: Platform) -> dict[str, str]:
+    """What this cluster provides, as derived in the spec (the cluster layer implements each mechanism)."""
+    provided: Mapping[str, Provision] = platform.prerequisites.provided
+    return {capability: p.how for capability, p in sorted(provided.items()) if p.by in ("cluster", "site")}
+
+
 class CloudCluster(pulumi.ComponentResource):
-    """A cluster Trainyard creates: its provider comes from the new cluster, its node setup is its node pools."""
+    """A cluster Trainyard creates: its provider comes from the new cluster, its readiness is its node pools and
+    add-ons, and it makes the buckets and workload identities the platform asks for."""
 
     provider: k8s.Provider
-    node_pools: tuple[pulumi.Resource, ...]
+    ready: tuple[pulumi.Resource, ...]
+    buckets: dict[str, pulumi.Input[str]]
+    storage_parameters: dict[str, dict[str, pulumi.Input[str]]]
+    identities: dict[str, WorkloadIdentity]
+    kind: str
 
-    def handle(self) -> ClusterHandle:
-        return ClusterHandle(provider=self.provider, component=self, node_setup=self.node_pools)
+    def contract(self, platform: Platform) -> ClusterContract:
+        return ClusterContract(
+            kind=self.kind, provider=self.provider, component=self, pools=tuple(f.pool for f in platform.flavors),
+            capabilities=cluster_capabilities(platform), ready=self.ready, buckets=dict(self.buckets),
+            storage_parameters=dict(self.storage_parameters), identities=dict(self.identities))
 
 
-def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig: pulumi.Input[str]) -> k8s.Provider:
-    """The provider of a cluster Trainyard created, from the cluster's kubeconfig output (kept secret)."""
+def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig: pulumi.Input[str],
+                        ready: Sequence[pulumi.Resource]) -> k8s.Provider:
+    """The provider of a cluster Trainyard created, from the cluster's kubeconfig output (kept secret). It waits
+    for `ready` (node pools, add-ons): nothing in the cluster is applied before its nodes exist."""
     return k8s.Provider(
         "kubernetes",
         kubeconfig=pulumi.Output.secret(kubeconfig),
         cluster_identifier=platform.cluster_name,
         enable_server_side_apply=True,
         delete_unreachable=False,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(ready)),
     )
 
 
@@ -58,14 +69,14 @@ def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig:
 CLOUD_COMPONENTS = {"eks": ("eks", "EksCluster"), "gke": ("gke", "GkeCluster"), "aks": ("aks", "AksCluster")}
 
 
-def build_cluster(platform: Platform, kubeconfig: pulumi.Input[str] | None) -> ClusterHandle:
+def build_cluster(platform: Platform, kubeconfig: pulumi.Input[str] | None) -> ClusterContract:
     """The cluster of a stack; a cloud cluster's kubeconfig comes from the new cluster, not from config."""
     kind = platform.spec.cluster.kind
     if kind == "existing":
         from .existing import ExistingCluster
 
-        return ExistingCluster("cluster", platform, kubeconfig).handle()
+        return ExistingCluster("cluster", platform, kubeconfig).contract(platform)
     module, component = CLOUD_COMPONENTS[kind]
     cloud = getattr(importlib.import_module(f"{__name__}.{module}"), component)
-    handle: ClusterHandle = cloud("cluster", platform).handle()
-    return handle
+    contract: ClusterContract = cloud("cluster", platform).contract(platform)
+    return contract

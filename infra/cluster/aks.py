@@ -20,6 +20,8 @@ from infra.spec.flavors import AKS_SPOT_TAINT
 from infra.spec.pools import PoolSpec
 
 from . import CloudCluster, kubernetes_provider
+from .aks_identity import bucket_identities
+from .buckets import cloud_buckets
 from .network_azure import azure_subnet
 
 containerservice = azure_native.containerservice
@@ -64,6 +66,8 @@ class AksCluster(CloudCluster):
         spec = platform.spec.cluster.aks
         assert spec is not None
         self.azure = azure_native.Provider("azure", location=spec.location, opts=pulumi.ResourceOptions(parent=self))
+        self.kind = "aks"
+        endpoint = spec.endpoint
         group: pulumi.Input[str] = spec.resource_group
         if spec.create_resource_group:
             group = azure_native.resources.ResourceGroup(
@@ -84,22 +88,40 @@ class AksCluster(CloudCluster):
                 "name": "system", "mode": "System", "os_type": "Linux", "type": "VirtualMachineScaleSets",
                 "vm_size": system.instance_type, "count": system.count, "vnet_subnet_id": subnet,
             }],
+            # Azure CNI powered by Cilium enforces NetworkPolicy (set at creation).
             network_profile={"network_plugin": "azure", "network_plugin_mode": "overlay",
+                             "network_dataplane": "cilium", "network_policy": "cilium",
                              "service_cidr": AKS_SERVICE_CIDR, "dns_service_ip": DNS_SERVICE_IP},
+            # The CSI drivers of the azure storage profile (Blob is off by default) and the snapshot controller.
+            storage_profile={"disk_csi_driver": {"enabled": True}, "file_csi_driver": {"enabled": True},
+                             "blob_csi_driver": {"enabled": True}, "snapshot_controller": {"enabled": True}},
+            # Entra ID login: groups arrive as object ids; no local (certificate) accounts.
+            aad_profile={"managed": True, "enable_azure_rbac": False,
+                         "admin_group_object_ids": list(platform.spec.identity.platform_admins)},
+            disable_local_accounts=True,
+            security_profile={"workload_identity": {"enabled": True}},
+            api_server_access_profile={"enable_private_cluster": True} if endpoint.private
+            else {"authorized_ip_ranges": list(endpoint.cidrs)},
             # The pools below are their own resources: the cluster must not fight over them.
             opts=self._opts(protect=True, ignore_changes=["agentPoolProfiles"]),
         )
         credentials = containerservice.list_managed_cluster_user_credentials_output(
-            resource_group_name=group, resource_name=self.cluster.name,
+            resource_group_name=group, resource_name=self.cluster.name, format="exec",
             opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure))
-        self.provider = kubernetes_provider(self, platform, credentials.kubeconfigs[0].value.apply(
-            lambda encoded: base64.b64decode(encoded).decode()))
-        self.node_pools = tuple(
+        self.ready = tuple(
             containerservice.AgentPool(
                 f"pool-{flavor.name}", resource_group_name=group, resource_name_=self.cluster.name,
                 opts=self._opts(protect=True),
                 **agent_pool_args(flavor, platform.pool(flavor.pool), platform.gpu_stack, subnet))
             for flavor in platform.flavors)
+        # An exec kubeconfig (kubelogin): Entra ID tokens, no certificate.
+        self.provider = kubernetes_provider(self, platform, credentials.kubeconfigs[0].value.apply(
+            lambda encoded: base64.b64decode(encoded).decode()), self.ready)
+        stored = cloud_buckets(platform, self)
+        self.buckets, self.storage_parameters = stored.names, stored.parameters
+        self.identities = bucket_identities(
+            platform, group, self.cluster.oidc_issuer_profile.issuer_url,
+            stored.ids, self._opts(), self.azure) if platform.storage.profile == "azure" else {}
         self.register_outputs({"cluster": platform.cluster_name, "location": spec.location,
                                "agentPools": [aks_pool_name(flavor.name) for flavor in platform.flavors]})
 

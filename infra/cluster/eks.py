@@ -1,4 +1,5 @@
-"""EKS: the cluster (pulumi_eks), its network, the node role, and one managed node group per pool.
+"""EKS: the cluster (pulumi_eks), its network, the node role, and one managed node group per pool; the add-ons,
+autoscaler, login, buckets and pod identities the platform needs are in eks_addons.py.
 
 GPU pools use the AL2023 NVIDIA AMI (driver and container toolkit come with the image), EFA with a cluster
 placement group in the pool's zone where the instance supports it, the pool's labels and taints, and
@@ -19,14 +20,17 @@ from infra.spec.cluster import SystemPool
 from infra.spec.pools import PoolSpec
 
 from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
+from .buckets import cloud_buckets
+from .eks_addons import addons, autoscaling, bucket_identities, efs_mount_targets, login, node_template_tags
 from .network_aws import AwsSubnets, aws_subnets
 
 GPU_AMI, CPU_AMI = "AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reserved": "CAPACITY_BLOCK"}
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
+# The VPC CNI (aws-node) still runs under the node role, so its policy stays there; images are only pulled.
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly")
 
 
-def node_group_args(flavor: Flavor, pool: PoolSpec, subnets: AwsSubnets) -> dict[str, Any]:
+def node_group_args(flavor: Flavor, pool: PoolSpec, subnets: AwsSubnets, tags: dict[str, str]) -> dict[str, Any]:
     """The ManagedNodeGroup arguments a pool implies (the launch template for capacity blocks aside)."""
     args: dict[str, Any] = {
         "instance_types": [pool.instance_type],
@@ -40,6 +44,8 @@ def node_group_args(flavor: Flavor, pool: PoolSpec, subnets: AwsSubnets) -> dict
     }
     if pool.autoscale is not None:
         args["ignore_scaling_changes"] = True  # the cluster autoscaler owns desiredSize between min and max
+    if tags:
+        args["tags"] = tags
     if pool.fabric == "efa":
         # pulumi_eks exposes every EFA interface, creates the placement group and picks the zone's subnets.
         args |= {"enable_efa_support": True, "placement_group_availability_zone": pool.zone}
@@ -54,8 +60,10 @@ class EksCluster(CloudCluster):
         spec = platform.spec.cluster.eks
         assert spec is not None
         self.aws = aws.Provider("aws", region=spec.region, opts=pulumi.ResourceOptions(parent=self))
+        self.kind = "eks"
         subnets = aws_subnets(spec.network, platform.cluster_name, self._opts())
         role = self._node_role()
+        endpoint = spec.endpoint
         self.cluster = eks.Cluster(
             "eks",
             name=platform.cluster_name,
@@ -68,18 +76,39 @@ class EksCluster(CloudCluster):
             skip_default_node_group=True,
             create_oidc_provider=True,
             deletion_protection=True,
+            # The API server answers the stack's networks only, and the VPC through the private endpoint.
+            endpoint_private_access=True,
+            endpoint_public_access=bool(endpoint.cidrs),
+            public_access_cidrs=list(endpoint.cidrs) or None,
+            # The VPC CNI's network policy agent enforces the teams' NetworkPolicies.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             opts=self._opts(protect=True),
         )
-        self.provider = kubernetes_provider(self, platform, self.cluster.kubeconfig_json)
-        groups = [self._system(spec.system_pool, role)]
+        name = platform.cluster_name  # a plain name: the add-ons need no output of the remote component
+        system = self._system(spec.system_pool, role)
+        after_cluster = self._opts(depends_on=[self.cluster, system])
+        installed = addons(name, platform, after_cluster)
+        login(name, platform, self._opts(depends_on=[self.cluster]))
+        groups: list[pulumi.Resource] = [system]
         for flavor in platform.flavors:
             pool = platform.pool(flavor.pool)
-            args = node_group_args(flavor, pool, subnets)
+            args = node_group_args(flavor, pool, subnets, node_template_tags(platform, flavor.pool))
             if pool.capacity_type == "reserved":
                 args["launch_template"] = self._capacity_block(flavor.name, pool)
             groups.append(eks.ManagedNodeGroup(f"pool-{flavor.name}", cluster=self.cluster, node_role=role,
                                                opts=self._opts(protect=True), **args))
-        self.node_pools = tuple(groups)
+        self.ready = (*groups, *installed)
+        self.provider = kubernetes_provider(self, platform, self.cluster.kubeconfig_json, self.ready)
+        autoscaling(name, platform, spec.region, self.provider, installed, self._opts(), self)
+        stored = cloud_buckets(platform, self)
+        self.buckets, self.storage_parameters = stored.names, stored.parameters
+        self.identities = {}
+        if platform.storage.profile == "aws":
+            self.identities = bucket_identities(name, platform, stored.ids, installed, self._opts())
+            file_system = platform.spec.storage.aws.efs_file_system_id or stored.efs.id
+            vpc_cidr = spec.network.create.cidr if spec.network.create else aws.ec2.get_vpc_output(
+                id=subnets.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self, provider=self.aws)).cidr_block
+            efs_mount_targets(file_system, subnets.vpc_id, vpc_cidr, subnets.private, self._opts())
         self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
                                "nodeGroups": [flavor.name for flavor in platform.flavors]})
 

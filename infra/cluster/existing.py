@@ -1,14 +1,17 @@
 """An existing cluster (on-prem or kind): a provider from the secret kubeconfig, and the pools' node
-labels and taints applied to the named nodes with server-side NodePatches that destroy leaves alone."""
+labels and taints applied to the named nodes with server-side NodePatches that destroy leaves alone. The
+platform's provider waits for the patches; the capabilities are what the site declares it provides."""
 
 from __future__ import annotations
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.contract import ClusterContract
 from infra.spec import Platform
 
-from . import ClusterHandle
+from . import cluster_capabilities
+from .buckets import cloud_buckets
 
 
 class ExistingCluster(pulumi.ComponentResource):
@@ -17,15 +20,13 @@ class ExistingCluster(pulumi.ComponentResource):
         super().__init__("trainyard:cluster:Existing", name, None, opts)
         spec = platform.spec.cluster.existing
         assert spec is not None
-        self.provider = k8s.Provider(
-            "kubernetes",
-            kubeconfig=kubeconfig,
-            context=spec.context,
-            cluster_identifier=platform.cluster_name,
-            enable_server_side_apply=True,
-            delete_unreachable=False,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+
+        def provider(name: str, ready: list[pulumi.Resource]) -> k8s.Provider:
+            return k8s.Provider(name, kubeconfig=kubeconfig, context=spec.context,
+                                cluster_identifier=platform.cluster_name, enable_server_side_apply=True,
+                                delete_unreachable=False, opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
+
+        nodes = provider("nodes", [])  # the node patches' own provider: the platform's waits for them
         patches: list[pulumi.Resource] = []
         for flavor in platform.flavors:
             for node in platform.pool(flavor.pool).nodes or []:
@@ -42,10 +43,17 @@ class ExistingCluster(pulumi.ComponentResource):
                 )
                 patches.append(k8s.core.v1.NodePatch(
                     f"node-{node}", metadata=meta, spec=taints,
-                    opts=pulumi.ResourceOptions(parent=self, provider=self.provider, retain_on_delete=True),
+                    opts=pulumi.ResourceOptions(parent=self, provider=nodes, retain_on_delete=True),
                 ))
         self.node_patches = tuple(patches)
+        self.provider = provider("kubernetes", patches)
+        # A cloud storage profile on an existing cluster: its buckets are still made here, not in the platform.
+        self.buckets = cloud_buckets(platform, self)
         self.register_outputs({"context": spec.context, "nodes": len(patches)})
 
-    def handle(self) -> ClusterHandle:
-        return ClusterHandle(provider=self.provider, component=self, node_setup=self.node_patches)
+    def contract(self, platform: Platform) -> ClusterContract:
+        return ClusterContract(kind="existing", provider=self.provider, component=self,
+                               pools=tuple(f.pool for f in platform.flavors),
+                               capabilities=cluster_capabilities(platform),
+                               ready=self.node_patches, buckets=dict(self.buckets.names),
+                               storage_parameters=dict(self.buckets.parameters))

@@ -21,12 +21,18 @@ from infra.spec.cluster import GpuStack
 from infra.spec.pools import PoolSpec
 
 from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
+from .buckets import cloud_buckets
+from .gke_identity import bucket_identities, node_account
 from .network_gcp import gcp_subnet
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # GKE stops its own device plugin on nodes with this label, so the operator's can serve the GPUs.
 NO_GKE_DEVICE_PLUGIN = {"gke-no-default-nvidia-gpu-device-plugin": "true"}
 SHARING_STRATEGIES = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
+# Pods see their Kubernetes service account's identity, never the node's (Workload Identity).
+GKE_METADATA = {"mode": "GKE_METADATA"}
+# The CSI drivers of the gcp storage profile's classes (block, checkpoints and scratch, datasets).
+CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver_config", "gcs_fuse_csi_driver_config")
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
@@ -58,12 +64,14 @@ def accelerator(flavor: Flavor, pool: PoolSpec, stack: GpuStack) -> dict[str, An
     return entry
 
 
-def node_pool_args(flavor: Flavor, pool: PoolSpec, spec: GkeSpec, stack: GpuStack) -> dict[str, Any]:
+def node_pool_args(flavor: Flavor, pool: PoolSpec, spec: GkeSpec, stack: GpuStack,
+                   account: pulumi.Input[str]) -> dict[str, Any]:
     assert pool.machine is not None
     zones = [pool.zone] if pool.zone else list(spec.zones)
     labels = dict(flavor.node_labels)
     config: dict[str, Any] = {
-        "machine_type": pool.machine.name, "oauth_scopes": SCOPES, "labels": labels,
+        "machine_type": pool.machine.name, "oauth_scopes": SCOPES, "labels": labels, "service_account": account,
+        "workload_metadata_config": GKE_METADATA,
         "taints": [{"key": t["key"], "value": t.get("value", ""), "effect": CLOUD_TAINT_EFFECTS[t["effect"]]}
                    for t in flavor.taints],
         "spot": pool.capacity_type == "spot",
@@ -81,8 +89,10 @@ def node_pool_args(flavor: Flavor, pool: PoolSpec, spec: GkeSpec, stack: GpuStac
                             "management": {"auto_repair": True, "auto_upgrade": True}}
     if pool.autoscale is not None:
         # total_* bound the pool across its zones; the initial count is per zone.
+        # ANY: Spot and reservation pools take capacity in whichever zone has it.
+        policy = "ANY" if pool.capacity_type != "on-demand" else "BALANCED"
         args |= {"autoscaling": {"total_min_node_count": pool.autoscale.min,
-                                 "total_max_node_count": pool.autoscale.max},
+                                 "total_max_node_count": pool.autoscale.max, "location_policy": policy},
                  "initial_node_count": math.ceil(pool.autoscale.min / len(zones))}
     else:
         args["node_count"] = pool.node_count // len(zones)  # per zone; the spec checks it divides evenly
@@ -97,9 +107,12 @@ class GkeCluster(CloudCluster):
         spec = platform.spec.cluster.gke
         assert spec is not None
         stack = platform.gpu_stack
+        self.kind = "gke"
         self.gcp = gcp.Provider("gcp", project=spec.project, region=spec.region,
                                 opts=pulumi.ResourceOptions(parent=self))
         subnet = gcp_subnet(spec.network, spec.region, self._opts())
+        nodes = node_account(platform, spec.project, self._opts())
+        endpoint = spec.endpoint
         monitoring = ["SYSTEM_COMPONENTS", *(["DCGM"] if stack.cloud_sharing else [])]
         self.cluster = gcp.container.Cluster(
             "gke",
@@ -115,27 +128,42 @@ class GkeCluster(CloudCluster):
             deletion_protection=True,
             ip_allocation_policy={"cluster_secondary_range_name": subnet.pods_range,
                                   "services_secondary_range_name": subnet.services_range},
-            private_cluster_config={"enable_private_nodes": True},
+            private_cluster_config={"enable_private_nodes": True, "enable_private_endpoint": endpoint.private},
+            # Only the stack's networks reach the API server (none but the VPC when private).
+            master_authorized_networks_config={
+                "cidr_blocks": [{"cidr_block": cidr, "display_name": f"allowed-{i}"}
+                                for i, cidr in enumerate(endpoint.cidrs)],
+                "gcp_public_cidrs_access_enabled": False},
             workload_identity_config={"workload_pool": f"{spec.project}.svc.id.goog"},
+            # Dataplane V2 enforces NetworkPolicy (set at creation: changing it replaces the cluster).
+            datapath_provider="ADVANCED_DATAPATH",
+            addons_config={addon: {"enabled": True} for addon in CSI_ADDONS},
+            authenticator_groups_config={"security_group": spec.login.security_group} if spec.login else None,
             # GKE's own GPU stack exports DCGM metrics to Managed Prometheus (no DCGM exporter to install).
             monitoring_config={"enable_components": monitoring, "managed_prometheus": {"enabled": True}},
             opts=self._opts(protect=True),
         )
-        self.provider = kubernetes_provider(self, platform, pulumi.Output.all(
-            self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
-        ).apply(lambda parts: kubeconfig(platform.cluster_name, str(parts[0]), str(parts[1]))))
         system = spec.system_pool
         pools = [gcp.container.NodePool(
             "system", name="system", cluster=self.cluster.name, location=spec.region,
             node_count=math.ceil(system.count / len(spec.zones)),
             node_config={"machine_type": system.instance_type, "oauth_scopes": SCOPES,
-                         "labels": {"trainyard.io/role": "system"}},
+                         "labels": {"trainyard.io/role": "system"}, "service_account": nodes.email,
+                         "workload_metadata_config": GKE_METADATA},
             opts=self._opts(protect=True))]
         for flavor in platform.flavors:
             pools.append(gcp.container.NodePool(
                 f"pool-{flavor.name}", name=flavor.name, cluster=self.cluster.name, location=spec.region,
-                opts=self._opts(protect=True), **node_pool_args(flavor, platform.pool(flavor.pool), spec, stack)))
-        self.node_pools = tuple(pools)
+                opts=self._opts(protect=True),
+                **node_pool_args(flavor, platform.pool(flavor.pool), spec, stack, nodes.email)))
+        self.ready = tuple(pools)
+        self.provider = kubernetes_provider(self, platform, pulumi.Output.all(
+            self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
+        ).apply(lambda parts: kubeconfig(platform.cluster_name, str(parts[0]), str(parts[1]))), self.ready)
+        stored = cloud_buckets(platform, self)
+        self.buckets, self.storage_parameters = stored.names, stored.parameters
+        self.identities = bucket_identities(platform, spec.project, stored.ids, self._opts(), self.gcp) \
+            if platform.storage.profile == "gcp" else {}
         self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
                                "nodePools": [flavor.name for flavor in platform.flavors]})
 

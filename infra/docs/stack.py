@@ -34,6 +34,17 @@ def _pools(platform: Platform) -> list[str]:
     return _table(rows)
 
 
+def _prerequisites(platform: Platform) -> list[str]:
+    """What the platform needs from the cluster and who provides it (infra/spec/prerequisites.py)."""
+    prerequisites = platform.prerequisites
+    rows = [["need", "needed by", "provided by", "how"]]
+    for need in prerequisites.needs:
+        provision = prerequisites.provided.get(need.capability)
+        rows.append([f"`{need.capability}`", need.who, provision.by if provision else "**nothing**",
+                     provision.how if provision else "-"])
+    return _table(rows)
+
+
 def _teams(platform: Platform) -> list[str]:
     rows = [["team", "namespaces", "guaranteed per flavor", "fair-share weight", "engineers", "analysts"]]
     for team in platform.teams:
@@ -102,6 +113,8 @@ def stack_page(platform: Platform, capture: Capture) -> str:
         f"- Identity group prefix: `{spec.identity.group_prefix or '(none)'}`",
         f"- Resources declared: {len(capture.resources)}", "",
         "## Pools", "", *_pools(platform),
+        "## Cluster prerequisites", "", "`trainyard plan` fails on a need nothing provides; `trainyard verify` checks "
+        "them on the live cluster (docs/prerequisites.md).", "", *_prerequisites(platform),
         "## Capacity and guaranteed quota per flavor", "",
         "What teams are guaranteed is their ClusterQueue's nominal quota; the rest is the cohort's shared pool.", "",
         *_table(capacity_rows(platform)),

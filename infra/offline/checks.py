@@ -21,6 +21,7 @@ from .engine import Capture, Registration
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
+from .prerequisite_checks import check_needs_cover_objects, check_prerequisites
 from .schema import CrdIndex, schema_findings
 
 
@@ -84,7 +85,7 @@ def check_observability(ctx: Context) -> list[Finding]:
 
 Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
-                       check_backup, check_observability, *CHART_CHECKS]
+                       check_backup, check_observability, *CHART_CHECKS, check_prerequisites, check_needs_cover_objects]
 
 
 def default_crds_dir(root: Path) -> Path | None:

@@ -26,14 +26,25 @@ OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "eks:index:Cluster": lambda inputs: {"kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG)},
     "gcp:container/cluster:Cluster": lambda inputs: {
         "endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": _FAKE_CA}},
-    "azure-native:containerservice:ManagedCluster": lambda inputs: {"name": inputs.get("resourceName")},
+    "azure-native:containerservice:ManagedCluster": lambda inputs: {
+        "name": inputs.get("resourceName"),
+        "oidcIssuerProfile": {"enabled": True, "issuerURL": "https://oidc.offline.invalid/issuer/"}},
     "azure-native:resources:ResourceGroup": lambda inputs: {"name": inputs.get("resourceGroupName")},
+    # The GKE node service account: node pools name it by email, IAM bindings by member.
+    "gcp:serviceaccount/account:Account": lambda inputs: {
+        "email": f"{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
+        "member": f"serviceAccount:{inputs.get('accountId')}@offline.iam.gserviceaccount.com"},
 }
 
 # Invoke token -> its answer.
 CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "azure-native:containerservice:listManagedClusterUserCredentials": lambda args: {
         "kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(FAKE_KUBECONFIG.encode()).decode()}]},
+    # The lookups the cluster layer's workload identities and EFS mount targets make.
+    "azure-native:authorization:getClientConfig": lambda args: {
+        "subscriptionId": "00000000-0000-0000-0000-000000000000"},
+    "gcp:organizations/getProject:getProject": lambda args: {"number": "123456789012"},
+    "aws:ec2/getVpc:getVpc": lambda args: {"cidrBlock": "10.0.0.0/16"},
 }
 
 

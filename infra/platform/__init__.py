@@ -1,11 +1,16 @@
-"""In-cluster platform: one ComponentResource per concern, built from the spec on a cluster handle."""
+"""In-cluster platform: one ComponentResource per concern, built from the spec and the cluster's contract.
+
+The contract's provider waits for the node pools (or node patches): nothing here is applied, and no pod
+scheduled, before the nodes carry their labels and taints. Nothing here imports the cluster layer or a cloud SDK.
+"""
 
 from __future__ import annotations
 
 from pulumi import Output
 
-from infra.cluster import ClusterHandle
+from infra.contract import ClusterContract
 from infra.spec import Platform
+from infra.spec.storage import VELERO_ACCOUNT, VELERO_NAMESPACE
 
 from .admission import Admission
 from .backup import Backup
@@ -19,7 +24,7 @@ from .tenancy import Tenancy
 from .trainer import Trainer
 
 
-def build_platform(platform: Platform, cluster: ClusterHandle, backup_credentials: Output[str] | None,
+def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
                    alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None) -> None:
     provider = cluster.provider
     tenancy = Tenancy("tenancy", platform, provider)
@@ -27,8 +32,9 @@ def build_platform(platform: Platform, cluster: ClusterHandle, backup_credential
     fabric(platform, provider)
     trainer = Trainer("trainer", platform, provider)
     kueue = Kueue("kueue", platform, provider, tenancy.namespaces)
-    Storage("storage", platform, provider, tenancy.namespaces)
-    backup = Backup("backup", platform, provider, tenancy.namespaces, backup_credentials)
+    Storage("storage", platform, cluster, tenancy.namespaces)
+    backup = Backup("backup", platform, provider, tenancy.namespaces, backup_credentials,
+                    identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access("access", platform, provider, tenancy.namespaces)
     Admission("admission", platform, provider)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]

@@ -12,9 +12,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.contract import WorkloadIdentity
 from infra.spec import Platform
 from infra.spec.backup import BackupFacts
-from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, StorageFacts
+from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
 from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 
@@ -23,7 +24,7 @@ from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, 
 from .storage import JOB_RESOURCES, RESTRICTED
 
 API = "velero.io/v1"
-NAMESPACE = "velero"
+NAMESPACE = VELERO_NAMESPACE
 LOCATION = "default"
 CREDENTIALS = "velero-credentials"
 VOLUME_POLICY = "volume-policy"
@@ -35,7 +36,8 @@ JANITOR = "trainyard-janitor"
 RESTORE_NAME = "__RESTORE__"  # replaced by the drill script with a timestamped name
 
 
-def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool) -> dict[str, Any]:
+def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool,
+                 identity: WorkloadIdentity | None = None) -> dict[str, Any]:
     repository, tag = VELERO_IMAGE.rsplit(":", 1)
     plugin = VELERO_PLUGINS[facts.provider]
     gpu_tolerations = [dict(t) for f in platform.flavors if f.gpu_resources for t in f.tolerations]
@@ -56,7 +58,10 @@ def chart_values(platform: Platform, facts: BackupFacts, with_secret: bool) -> d
         "configuration": {"features": "EnableCSI", "uploaderType": "kopia", "defaultSnapshotMoveData": True,
                           "defaultVolumesToFsBackup": False},
         "credentials": {"useSecret": with_secret, **({"existingSecret": CREDENTIALS} if with_secret else {})},
-        "serviceAccount": {"server": {"annotations": dict(facts.identity or {})}},
+        # The cluster's workload identity for Velero (the node agent runs under the same account and labels).
+        "serviceAccount": {"server": {"annotations": {**(facts.identity or {}),
+                                                      **(identity.annotations if identity else {})}}},
+        "podLabels": dict(identity.pod_labels) if identity else {},
         "metrics": {"enabled": True},
     }
 
@@ -238,11 +243,11 @@ def rule(groups: list[str], resources: list[str], verbs: list[str],
 class Backup(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], credentials: pulumi.Input[str] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 identity: WorkloadIdentity | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Backup", name, None, opts)
         storage, facts = platform.storage, platform.backup
         self.provider = provider
-        with_secret = facts.identity is None
+        with_secret = facts.identity is None and identity is None
         ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={
             "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
         in_ns = child_opts(self, provider, depends_on=[ns])
@@ -252,7 +257,8 @@ class Backup(pulumi.ComponentResource):
             # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
             k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),
                                string_data={"cloud": pulumi.Output.secret(credentials)}, opts=in_ns)
-        chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret), in_ns)
+        chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret, identity),
+                           in_ns)
         after_chart = child_opts(self, provider, depends_on=[chart])
         kube_object("location", API, "BackupStorageLocation", metadata(LOCATION, NAMESPACE), after_chart,
                     spec=location_spec(facts, with_secret))

@@ -1,5 +1,6 @@
 """Storage: StorageClasses and VolumeSnapshotClasses per environment, each team's retained dataset and
-checkpoint volumes, and versioned object storage buckets (S3, GCS, Azure Blob, or Ceph RGW claims)."""
+checkpoint volumes, the Ceph RGW bucket claims on-prem, and in the clouds each team's data service account with
+the workload identity the cluster layer made for its bucket (the buckets themselves are the cluster layer's)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.contract import ClusterContract
 from infra.spec import Platform
-from infra.spec.storage import VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
+from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 
 from .objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
@@ -134,18 +136,17 @@ def object_store_egress(namespace: str) -> Any:
 
 
 class Storage(pulumi.ComponentResource):
-    def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
+    def __init__(self, name: str, platform: Platform, cluster: ClusterContract,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Storage", name, None, opts)
         self.facts = facts = platform.storage
-        self.provider = provider
+        self.provider = provider = cluster.provider
         self.team_namespaces = team_namespaces
         self.rook = platform.spec.storage.rook_ceph
         self.bucket_names = {bucket.key: bucket.name for bucket in facts.buckets}
-        extra_parameters = self._cloud_buckets(platform)
         classes = {}
         for klass in facts.classes:
-            parameters = {**klass.parameters, **extra_parameters.get(klass.provisioner, {})}
+            parameters = {**klass.parameters, **cluster.storage_parameters.get(klass.provisioner, {})}
             classes[klass.name] = kube_object(f"sc-{klass.name}", STORAGE_API, "StorageClass", metadata(klass.name),
                                               child_opts(self, provider), **storage_class(klass, parameters))
         if facts.snapshot_classes:
@@ -157,6 +158,7 @@ class Storage(pulumi.ComponentResource):
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
         if facts.profile == "rook-ceph":
             self._ceph_buckets(facts)
+        self._data_accounts(cluster)
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})
 
@@ -219,60 +221,14 @@ class Storage(pulumi.ComponentResource):
                         metadata("allow-object-store", team_ns), child_opts(self, ceph, depends_on=[ns_resource]),
                         spec=object_store_egress(rook))
 
-    def _cloud_buckets(self, platform: Platform) -> dict[str, dict[str, Any]]:
-        """Versioned, protected buckets in the cloud's object store. Returns StorageClass parameters that
-        exist only once a resource is created (the EFS file system when the stack names none)."""
-        facts = self.facts
-        if facts.profile == "aws":
-            import pulumi_aws as aws
-
-            cloud = aws.Provider("aws", region=facts.region, opts=pulumi.ResourceOptions(parent=self))
-            keep = pulumi.ResourceOptions(parent=self, provider=cloud, protect=True)
-            for bucket in facts.buckets:
-                s3 = aws.s3.Bucket(f"bucket-{bucket.key}", bucket=bucket.name, opts=keep)
-                follow = pulumi.ResourceOptions(parent=self, provider=cloud, depends_on=[s3])
-                aws.s3.BucketVersioning(f"versioning-{bucket.key}", bucket=s3.bucket,
-                                        versioning_configuration={"status": "Enabled"}, opts=follow)
-                aws.s3.BucketPublicAccessBlock(f"private-{bucket.key}", bucket=s3.bucket, block_public_acls=True,
-                                               block_public_policy=True, ignore_public_acls=True,
-                                               restrict_public_buckets=True, opts=follow)
-            if platform.spec.storage.aws.efs_file_system_id is None:
-                # Mount targets in the node subnets belong to the cluster layer (it owns the VPC).
-                efs = aws.efs.FileSystem("efs", creation_token=f"trainyard-{platform.cluster_name}", encrypted=True,
-                                         opts=keep)
-                return {"efs.csi.aws.com": {"fileSystemId": efs.id}}
-        elif facts.profile == "gcp":
-            import pulumi_gcp as gcp
-
-            for bucket in facts.buckets:
-                gcp.storage.Bucket(f"bucket-{bucket.key}", name=bucket.name, location=(facts.region or "").upper(),
-                                   versioning={"enabled": True}, uniform_bucket_level_access=True,
-                                   public_access_prevention="enforced", opts=pulumi.ResourceOptions(
-                                       parent=self, protect=True))
-        elif facts.profile == "azure":
-            self._azure_containers(facts)
-        return {}
-
-    def _azure_containers(self, facts: StorageFacts) -> None:
-        import pulumi_azure_native as azure
-
-        # Plain names (not outputs) keep the account and its containers linked in previews and checks.
-        group, account_name = facts.azure_resource_group or "", facts.azure_account or ""
-        keep = pulumi.ResourceOptions(parent=self, protect=True)
-        created: list[pulumi.Resource] = []
-        if facts.azure_group_created:
-            created.append(azure.resources.ResourceGroup("storage-group", resource_group_name=group,
-                                                         location=facts.region, opts=keep))
-        account = azure.storage.StorageAccount(
-            "storage-account", account_name=account_name, resource_group_name=group, location=facts.region,
-            kind="StorageV2", sku={"name": "Standard_ZRS"}, allow_blob_public_access=False,
-            minimum_tls_version="TLS1_2", opts=pulumi.ResourceOptions.merge(
-                keep, pulumi.ResourceOptions(depends_on=created)))
-        versioning = azure.storage.BlobServiceProperties(
-            "blob-versioning", account_name=account_name, resource_group_name=group, blob_services_name="default",
-            is_versioning_enabled=True, opts=pulumi.ResourceOptions(parent=self, depends_on=[account]))
-        for bucket in facts.buckets:
-            azure.storage.BlobContainer(
-                f"bucket-{bucket.key}", container_name=bucket.name, account_name=account_name,
-                resource_group_name=group, public_access=azure.storage.PublicAccess.NONE,
-                opts=pulumi.ResourceOptions(parent=self, protect=True, depends_on=[versioning]))
+    def _data_accounts(self, cluster: ClusterContract) -> None:
+        """The account a team's pods read and write its bucket as, carrying the cluster's workload identity."""
+        for bucket in self.facts.buckets:
+            identity = cluster.identity(bucket.namespace, TEAM_DATA_ACCOUNT) if bucket.team else None
+            if identity is None:
+                continue
+            meta = metadata(TEAM_DATA_ACCOUNT, bucket.namespace)
+            if identity.annotations:  # outputs (an identity's client id): set beside the plain metadata helper
+                meta["annotations"] = dict(identity.annotations)
+            kube_object(f"sa-{bucket.namespace}-{TEAM_DATA_ACCOUNT}", "v1", "ServiceAccount", meta,
+                        child_opts(self, self.provider, depends_on=[self.team_namespaces[bucket.namespace]]))

@@ -177,7 +177,9 @@ def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
             raise ValueError(f"{where}.s3Url: an external bucket needs the S3 endpoint URL")
         config["region"] = spec.location.region or region or "us-east-1"
         if s3_url:
-            config.update({"s3Url": s3_url, "s3ForcePathStyle": "true"})
+            # S3-compatible stores (Ceph RGW, SeaweedFS) reject the checksum the AWS plugin v1.14 sends by
+            # default; its README: set checksumAlgorithm to "" for them.
+            config.update({"s3Url": s3_url, "s3ForcePathStyle": "true", "checksumAlgorithm": ""})
     elif provider == "azure":
         config = {"resourceGroup": storage.azure_resource_group or "",
                   "storageAccount": storage.azure_account or "", "useAAD": "true"}

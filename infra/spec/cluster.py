@@ -7,6 +7,7 @@ The cluster's Kubernetes minor is `versions.kubernetes` (one pin for the control
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -18,6 +19,8 @@ from .catalog import gpu_model
 from .cloud_catalog import Cloud, machine
 from .pools import PoolSpec
 from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
+from .prerequisites import capability_problem
+from .teams import GroupName
 
 AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
 
@@ -47,14 +50,96 @@ class GpuStack:
     reboot_for_mig: bool  # cloud VMs need a reboot to switch MIG mode (MIG manager WITH_REBOOT)
 
 
+class Endpoint(Strict):
+    """Who reaches the API server. `cidrs`: the networks allowed on the public endpoint; `private: true`: no
+    public endpoint at all (Pulumi and kubectl then run from inside the cluster's network). The default is
+    private; the whole internet (a /0) is refused."""
+
+    cidrs: list[str] = Field(default_factory=list)
+    private: bool = False
+
+    @field_validator("cidrs")
+    @classmethod
+    def _networks(cls, cidrs: list[str]) -> list[str]:
+        for cidr in cidrs:
+            _cidr(cidr)
+            if ipaddress.IPv4Network(cidr).prefixlen == 0:
+                raise ValueError(f"'{cidr}' opens the API server to the whole internet: name your networks")
+        if len(set(cidrs)) != len(cidrs):
+            raise ValueError("a network is listed twice")
+        return cidrs
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Endpoint:
+        if self.private and self.cidrs:
+            raise ValueError("private: true has no public endpoint: drop `cidrs` or set private: false")
+        if not self.private and not self.cidrs:
+            raise ValueError("name the networks that reach the API server (cidrs: [...]) or set private: true")
+        return self
+
+
+def _private() -> Endpoint:
+    return Endpoint(private=True)
+
+
+class EksOidc(Strict):
+    """The identity provider whose ID tokens log people in (one per EKS cluster); groups come from
+    `groupsClaim` and get identity.groupPrefix, as the RoleBindings expect."""
+
+    issuer_url: str = Field(alias="issuerUrl", pattern=r"^https://\S+$")
+    client_id: str = Field(alias="clientId", min_length=1)
+    groups_claim: str = Field(default="groups", alias="groupsClaim", min_length=1)
+    username_claim: str = Field(default="email", alias="usernameClaim", min_length=1)
+
+
+class EksLogin(Strict):
+    """How people log in: an OIDC identity provider, and/or access entries mapping IAM roles (e.g. IAM Identity
+    Center permission-set roles) to groups."""
+
+    oidc: EksOidc | None = None
+    access_entries: dict[str, list[GroupName]] = Field(default_factory=dict, alias="accessEntries")
+
+    @field_validator("access_entries")
+    @classmethod
+    def _roles(cls, entries: dict[str, list[str]]) -> dict[str, list[str]]:
+        for arn, groups in entries.items():
+            if not re.match(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$", arn):
+                raise ValueError(f"'{arn}' is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+            if not groups:
+                raise ValueError(f"{arn}: list the groups the role logs in as")
+        return entries
+
+
+class GkeLogin(Strict):
+    """Google Groups for RBAC: the team groups are members of this group (gke-security-groups@<domain>)."""
+
+    security_group: str = Field(alias="securityGroup", pattern=r"^gke-security-groups@[a-z0-9.-]+\.[a-z]+$")
+
+
 class ExistingCluster(Strict):
-    """A cluster that already exists (on-prem, or a laptop kind cluster), reached by kubeconfig context."""
+    """A cluster that already exists (on-prem, or a laptop kind cluster), reached by kubeconfig context.
+    `provides` lists what the site installed that the platform needs (infra/spec/prerequisites.py)."""
 
     context: str = Field(min_length=1)
     name: DnsLabel | None = None
     simulated_gpus: bool = Field(default=False, alias="simulatedGpus")
     # `preinstalled`: the hosts' image brings the driver (DGX OS, ...); the operator adds the rest.
     gpu_driver: Literal["operator", "preinstalled"] = Field(default="operator", alias="gpuDriver")
+    provides: list[str] = Field(default_factory=list)
+
+    @field_validator("provides")
+    @classmethod
+    def _vocabulary(cls, capabilities: list[str]) -> list[str]:
+        for capability in capabilities:
+            problem = capability_problem(capability)
+            if problem:
+                raise ValueError(problem)
+        if len(set(capabilities)) != len(capabilities):
+            raise ValueError("a capability is listed twice")
+        return capabilities
+
+    def login_mechanism(self) -> str | None:
+        return None
 
 
 class SystemPool(Strict):
@@ -189,6 +274,13 @@ class EksCluster(Strict):
     network: AwsNetwork
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="m7i.xlarge"),
                                     alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=_private)
+    login: EksLogin = Field(default_factory=EksLogin)
+
+    def login_mechanism(self) -> str | None:
+        ways = ([f"OIDC identity provider {self.login.oidc.issuer_url}"] if self.login.oidc else []) + \
+               ([f"{len(self.login.access_entries)} access entries"] if self.login.access_entries else [])
+        return f"EKS {' and '.join(ways)}" if ways else None
 
     known_region = field_validator("region")(aws_region)
 
@@ -214,6 +306,11 @@ class GkeCluster(Strict):
     release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(default="REGULAR", alias="releaseChannel")
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="n2-standard-4"),
                                     alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=_private)
+    login: GkeLogin | None = None
+
+    def login_mechanism(self) -> str | None:
+        return f"Google Groups for RBAC ({self.login.security_group})" if self.login else None
 
     known_region = field_validator("region")(gcp_region)
 
@@ -238,6 +335,10 @@ class AksCluster(Strict):
     gpu_driver: Literal["cloud", "operator"] = Field(default="cloud", alias="gpuDriver")
     system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="Standard_D4s_v5"),
                                     alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=_private)
+
+    def login_mechanism(self) -> str | None:
+        return None  # always Entra ID (CLOUD_PROVIDES)
 
     known_location = field_validator("location")(azure_location)
 

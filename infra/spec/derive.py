@@ -23,6 +23,7 @@ from .keys import PLATFORM_KEY
 from .observability import ObservabilityFacts, derive_observability
 from .platform import PlatformSpec
 from .pools import PoolSpec
+from .prerequisites import Prerequisites, derive_prerequisites
 from .queueing import QueueingFacts, derive_queueing
 from .storage import StorageFacts
 from .teams import TeamSpec, acceptance_namespace
@@ -63,6 +64,7 @@ class Platform:
     storage: StorageFacts  # classes, volumes and buckets of this environment
     backup: BackupFacts  # Velero location, schedules, drill namespaces
     observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
+    prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
 
     @functools.cached_property
@@ -163,11 +165,12 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
             for name, flavor in flavors.items()
         }),
         version_verdicts=verdicts(spec.versions),
-        runtimes=_runtimes(spec, flavors),
+        runtimes=_runtimes(spec, flavors, storage.pod_annotations()),
         gpu_stack=spec.cluster.gpu_stack(),
         storage=storage,
         backup=backup,
         observability=_observability(spec, tuple(flavors.values()), tuple(k.name for k in storage.classes)),
+        prerequisites=derive_prerequisites(spec, storage),
     )
 
 
@@ -178,5 +181,11 @@ def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tup
     return derive_observability(spec.observability, local, dcgm, classes)
 
 
-def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor]) -> tuple[Mapping[str, Any], ...]:
-    return runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)
+def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor],
+              pod_annotations: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
+    rendered = runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)
+    for runtime in rendered if pod_annotations else ():  # GCS FUSE volumes: every pod asks for the sidecar
+        for job in runtimes.replicated_jobs(runtime):
+            pod = job["template"]["spec"]["template"]
+            pod.setdefault("metadata", {}).setdefault("annotations", {}).update(pod_annotations)
+    return rendered

@@ -27,6 +27,10 @@ PROFILE_FOR_KIND: dict[str, Profile] = {"existing": "rook-ceph", "eks": "aws", "
 # (same backend, Delete: drill restores and temporary volumes go away with their namespace).
 DATASETS, CHECKPOINTS, SCRATCH, BLOCK = "datasets", "checkpoints", "scratch", "block"
 VELERO_VSC_LABEL = "velero.io/csi-volumesnapshot-class"
+# Service accounts that act as cloud identities (workload identity): Velero's server, under which its node agent
+# also runs, and per team the account its pods read and write the team's dataset bucket as.
+VELERO_NAMESPACE, VELERO_ACCOUNT = "velero", "velero-server"
+TEAM_DATA_ACCOUNT = "datasets"
 
 
 class RookCeph(Strict):
@@ -121,6 +125,7 @@ class Klass:
     expandable: bool = True
     snapshots: bool = True  # the driver implements CSI snapshots (else Velero backs it up by fs-backup)
     static: bool = False  # volumes are pre-created PVs bound to a bucket, not provisioned
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)  # what pods mounting its volumes carry
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,15 @@ class StorageFacts:
 
     def klass(self, name: str) -> Klass:
         return next(k for k in self.classes if k.name == name)
+
+    def pod_annotations(self) -> dict[str, str]:
+        """What every training pod carries so that it can mount the team volumes."""
+        return {key: value for klass in self.classes for key, value in klass.pod_annotations.items()}
+
+    def bucket_users(self) -> tuple[tuple[str, str, Bucket], ...]:
+        """(namespace, service account, bucket) for every bucket: its team's data account, or Velero's."""
+        return tuple((b.namespace, TEAM_DATA_ACCOUNT, b) if b.team else (VELERO_NAMESPACE, VELERO_ACCOUNT, b)
+                     for b in self.buckets)
 
 
 def _rook_classes(spec: RookCeph) -> tuple[list[Klass], list[SnapshotClass]]:
@@ -238,8 +252,9 @@ def _gcp_classes(spec: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
     return (
         [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
          # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
-         Klass(DATASETS, "gcsfuse.csi.storage.gke.io", {}, "Retain", mount_options=("implicit-dirs",),
-               expandable=False, snapshots=False, static=True),
+         # GKE's webhook injects the FUSE sidecar only into pods annotated for it.
+        Klass(DATASETS, "gcsfuse.csi.storage.gke.io", {}, "Retain", mount_options=("implicit-dirs",),
+               expandable=False, snapshots=False, static=True, pod_annotations={"gke-gcsfuse/volumes": "true"}),
          Klass(CHECKPOINTS, filestore, shared, "Retain"),
          Klass(SCRATCH, filestore, shared, "Delete")],
         [SnapshotClass("pd", pd), SnapshotClass("filestore", filestore, {"type": "backup"})],

@@ -107,6 +107,12 @@ EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github
 # kube-state-metrics 2.20.0, node-exporter 1.12.1, Grafana 13.2.0.
 KUBE_PROMETHEUS_STACK_CHART = Chart("kube-prometheus-stack", "oci://ghcr.io/prometheus-community/charts/kube-prometheus-stack",
                                     "88.5.3")
+# EKS cluster layer: the cluster autoscaler (chart 9.59.0, appVersion 1.35.0) runs the image of the cluster's
+# minor (tags of 2026-07-22), and AWS Node Termination Handler 1.25.6 (chart 0.27.6) drains Spot nodes.
+CLUSTER_AUTOSCALER_CHART = Chart("cluster-autoscaler", "https://kubernetes.github.io/autoscaler", "9.59.0")
+CLUSTER_AUTOSCALER_IMAGES = {"1.34": "v1.34.5", "1.35": "v1.35.2"}
+NODE_TERMINATION_HANDLER_CHART = Chart("aws-node-termination-handler",
+                                       "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler", "0.27.6")
 
 
 class Versions(Strict):

@@ -1,0 +1,206 @@
+"""Requires and provides: what each platform part needs from the cluster, and who provides it.
+
+A need names a capability in a small vocabulary:
+
+| capability | meaning |
+|---|---|
+| `network-policy` | a CNI that enforces NetworkPolicy (the teams' default-deny) |
+| `csi:<driver>` | the CSI driver a StorageClass provisions with (registered as a CSIDriver object) |
+| `volume-snapshots` | the snapshot.storage.k8s.io CRDs and the snapshot controller |
+| `autoscaler` | something that adds nodes to a pool whose minimum is below its maximum |
+| `spot-interruption` | Spot nodes drained when the cloud reclaims them |
+| `group-claims` | cluster login that puts the identity provider's groups into requests (RBAC subjects) |
+| `workload-identity` | pods reach cloud storage with a federated identity, no static key |
+| `crd:<group>` | the CRDs of an API group whose objects the platform declares but does not install |
+| `device:<resource>` | a device plugin advertising an extended resource the pools' pods request |
+
+A cloud cluster provides by the mechanisms the cluster layer configures (CLOUD_PROVIDES); an existing cluster
+(on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform provides what
+its own charts install. A need that nothing provides is a plan finding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .versions import CLUSTER_AUTOSCALER_IMAGES
+
+CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
+                    "workload-identity")
+CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
+_CAPABILITY = re.compile(r"^(network-policy|volume-snapshots|autoscaler|spot-interruption|group-claims|"
+                         r"workload-identity|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|device:[a-z0-9./_-]+)$")
+VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
+
+# API groups whose CRDs the platform's own charts install (Kueue, Trainer + JobSet, Velero, GPU Operator).
+PLATFORM_CRD_GROUPS = ("kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "velero.io", "nvidia.com")
+# Object storage claims on Rook-Ceph (ObjectBucketClaim) come with Rook's CRDs.
+OBC_GROUP = "objectbucket.io"
+SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
+
+By = Literal["cluster", "site", "platform"]
+
+
+def capability_problem(value: str) -> str | None:
+    """Why `value` is not a capability of the vocabulary, or None."""
+    if _CAPABILITY.match(value):
+        return None
+    return f"'{value}' is not a capability: use one of {VOCABULARY}"
+
+
+@dataclass(frozen=True, order=True)
+class Need:
+    capability: str
+    who: str  # the platform part that needs it
+
+
+@dataclass(frozen=True)
+class Provision:
+    by: By
+    how: str  # the mechanism (an add-on, a cluster setting, a chart, "declared by the site")
+
+
+# Per cloud kind: capability -> the mechanism the cluster layer configures (infra/cluster/<kind>.py).
+# `csi:` entries are the drivers the kind turns on; login is provided only when the stack configures it.
+CLOUD_PROVIDES: dict[str, dict[str, str]] = {
+    "eks": {
+        "network-policy": "VPC CNI network policy (vpc-cni add-on, enableNetworkPolicy)",
+        "csi:ebs.csi.aws.com": "aws-ebs-csi-driver add-on",
+        "csi:efs.csi.aws.com": "aws-efs-csi-driver add-on",
+        "csi:fsx.csi.aws.com": "aws-fsx-csi-driver add-on",
+        "volume-snapshots": "snapshot-controller add-on",
+        "autoscaler": "cluster-autoscaler chart (managed node groups, scale from zero)",
+        "spot-interruption": "managed node group capacity rebalancing + aws-node-termination-handler",
+        "workload-identity": "EKS Pod Identity (eks-pod-identity-agent add-on, pod identity associations)",
+    },
+    "gke": {
+        "network-policy": "GKE Dataplane V2 (ADVANCED_DATAPATH)",
+        "csi:pd.csi.storage.gke.io": "GCE persistent disk CSI driver (addons_config)",
+        "csi:filestore.csi.storage.gke.io": "Filestore CSI driver (addons_config)",
+        "csi:gcsfuse.csi.storage.gke.io": "Cloud Storage FUSE CSI driver (addons_config)",
+        "volume-snapshots": "GKE's managed snapshot CRDs and controller",
+        "autoscaler": "GKE cluster autoscaler (node pool autoscaling)",
+        "spot-interruption": "kubelet graceful node shutdown on Spot nodes",
+        "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
+    },
+    "aks": {
+        "network-policy": "Azure CNI powered by Cilium (network_policy cilium)",
+        "csi:disk.csi.azure.com": "Azure Disk CSI driver (storage_profile)",
+        "csi:file.csi.azure.com": "Azure Files CSI driver (storage_profile)",
+        "csi:blob.csi.azure.com": "Azure Blob CSI driver (storage_profile)",
+        "volume-snapshots": "AKS snapshot controller (storage_profile)",
+        "autoscaler": "AKS cluster autoscaler (agent pool autoscaling)",
+        "spot-interruption": "AKS node auto-drain",
+        "workload-identity": "Entra Workload ID (OIDC issuer, federated credentials)",
+        "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
+    },
+}
+
+# How to provide a capability, per cluster kind, for the one-line finding.
+_FIX_EXISTING = "install it on the cluster and list `{capability}` under cluster.existing.provides"
+_FIX_CLOUD = {
+    "group-claims": {
+        "eks": "set cluster.eks.login.oidc {issuerUrl, clientId} or cluster.eks.login.accessEntries",
+        "gke": "set cluster.gke.login.securityGroup (gke-security-groups@<your domain>)",
+    },
+}
+
+
+def fix(kind: str, capability: str) -> str:
+    if kind == "existing":
+        return _FIX_EXISTING.format(capability=capability)
+    if kind == "eks" and capability == "autoscaler":
+        return f"the cluster autoscaler is pinned for Kubernetes {' and '.join(CLUSTER_AUTOSCALER_IMAGES)}: set " \
+               "versions.kubernetes to one of them"
+    special = _FIX_CLOUD.get(capability, {}).get(kind)
+    if special:
+        return special
+    if capability.startswith("csi:"):
+        return (f"the {kind} cluster does not run {capability[4:]}: use the storage profile of the cluster's "
+                "cloud (remove storage.profile)")
+    return f"the {kind} cluster layer does not provide it: use a cluster kind that does"
+
+
+@dataclass(frozen=True)
+class Prerequisites:
+    kind: str
+    needs: tuple[Need, ...]
+    provided: Mapping[str, Provision]
+
+    def unmet(self) -> tuple[Need, ...]:
+        return tuple(need for need in self.needs if need.capability not in self.provided)
+
+    def by(self, who: By) -> tuple[str, ...]:
+        """The needed capabilities that `who` provides."""
+        return tuple(sorted({n.capability for n in self.needs
+                             if (p := self.provided.get(n.capability)) is not None and p.by == who}))
+
+    def finding_line(self, need: Need) -> str:
+        remedy = fix(self.kind, need.capability)
+        return f"needed by {need.who}; nothing provides it on this {self.kind} cluster: {remedy}"
+
+
+def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
+    """Every capability the platform parts of a PlatformSpec (with its StorageFacts) need from the cluster, one
+    Need per capability naming every part that needs it."""
+    needs: list[Need] = []
+    if spec.teams:
+        needs.append(Need("network-policy", "tenancy (each team namespace's default-deny NetworkPolicies)"))
+    for klass in storage.classes:
+        needs.append(Need(f"csi:{klass.provisioner}", f"storage (StorageClass {klass.name})"))
+    if storage.snapshot_classes:
+        names = ", ".join(f"{s.name}-velero" for s in storage.snapshot_classes)
+        needs.append(Need("volume-snapshots", f"storage (VolumeSnapshotClasses {names}) and Velero's CSI backups"))
+    if storage.bucket_class is not None:
+        needs.append(Need(f"crd:{OBC_GROUP}", "storage (ObjectBucketClaims for the team and backup buckets)"))
+    for name, pool in spec.pools.items():
+        if pool.autoscale is not None and pool.autoscale.min < pool.autoscale.max:
+            needs.append(Need("autoscaler", f"pool {name} (autoscale {pool.autoscale.min}-{pool.autoscale.max})"))
+        if pool.capacity_type == "spot":
+            needs.append(Need("spot-interruption", f"pool {name} (Spot capacity)"))
+        if pool.fabric_resource is not None:
+            needs.append(Need(f"device:{pool.fabric_resource}", f"pool {name} (fabric {pool.fabric})"))
+    if spec.identity.platform_admins or any(t.groups.engineers or t.groups.analysts or t.groups.ci
+                                              for t in spec.teams.values()):
+        needs.append(Need("group-claims", "access (persona RoleBindings name identity-provider groups)"))
+    if storage.profile in ("aws", "gcp", "azure"):
+        needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
+    who: dict[str, list[str]] = {}
+    for need in needs:
+        who.setdefault(need.capability, []).append(need.who)
+    return tuple(Need(capability, "; ".join(parts)) for capability, parts in sorted(who.items()))
+
+
+def _eks_installs(spec: Any, capability: str) -> bool:
+    """EKS installs the FSx driver only for an FSx datasets class, and the autoscaler only where an image of
+    the cluster's minor is pinned."""
+    if capability == "csi:fsx.csi.aws.com":
+        return spec.storage.aws.fsx_subnet_id is not None
+    if capability == "autoscaler":
+        return spec.versions.kubernetes in CLUSTER_AUTOSCALER_IMAGES
+    return True
+
+
+def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
+    """Needs and who provides each: the cloud cluster's mechanisms, the site's declaration, the platform."""
+    kind = spec.cluster.kind
+    provided: dict[str, Provision] = {group: Provision("platform", "the platform's charts")
+                                      for group in (f"crd:{g}" for g in PLATFORM_CRD_GROUPS)}
+    for pool in spec.pools.values():
+        if pool.efa_interfaces:
+            provided["device:vpc.amazonaws.com/efa"] = Provision("platform", "aws-efa-k8s-device-plugin chart")
+    if kind == "existing":
+        for capability in spec.cluster.existing.provides:
+            provided[capability] = Provision("site", "declared in cluster.existing.provides")
+    else:
+        for capability, how in CLOUD_PROVIDES[kind].items():
+            if kind == "eks" and not _eks_installs(spec, capability):
+                continue
+            provided[capability] = Provision("cluster", how)
+        login = spec.cluster.chosen.login_mechanism()
+        if login is not None:
+            provided["group-claims"] = Provision("cluster", login)
+    return Prerequisites(kind, derive_needs(spec, storage), provided)

@@ -1,0 +1,104 @@
+"""`trainyard verify`: the stack's needs (infra/spec/prerequisites.py) checked on the live cluster.
+
+What the API shows is checked: a NetworkPolicy engine's DaemonSet running, each needed CSI driver registered
+(a CSIDriver object), the snapshot CRDs served and their controller available, the cluster autoscaler and the
+Spot termination handler running where the cluster runs them in-cluster, every needed API group served.
+Login (group claims) and workload identity are configured outside the API: the access matrix and the backup
+location's phase (Available: Velero reached its bucket, with workload identity in the clouds) show them at work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from infra.spec import Finding, Platform
+from infra.spec.prerequisites import SNAPSHOT_GROUP
+
+# DaemonSet name -> the NetworkPolicy engine it is (for `aws-node`, only with its policy agent container).
+POLICY_ENGINES = {
+    "aws-node": "Amazon VPC CNI network policy agent", "anetd": "GKE Dataplane V2", "cilium": "Cilium",
+    "calico-node": "Calico", "antrea-agent": "Antrea", "kube-router": "kube-router", "canal": "Canal",
+    "kindnet": "kindnet (kind >= 0.24)", "azure-npm": "Azure network policy manager",
+}
+AWS_POLICY_AGENT = "aws-network-policy-agent"
+# Where each kind runs the snapshot controller and the autoscaler as pods we can see (GKE runs both in its
+# control plane; AKS runs the autoscaler there).
+SNAPSHOT_CONTROLLER_IN_CLUSTER = ("eks", "aks", "existing")
+AUTOSCALER_IN_CLUSTER = ("eks", "existing")
+AUTOSCALERS = ("cluster-autoscaler", "karpenter")
+TERMINATION_HANDLER = "aws-node-termination-handler"
+
+
+class PrerequisiteReader(Protocol):
+    def daemonsets(self) -> list[dict[str, Any]]: ...
+    def deployments(self, namespace: str) -> list[dict[str, Any]]: ...
+    def csi_drivers(self) -> set[str]: ...
+    def crd_groups(self) -> set[str]: ...
+    def backup_locations(self) -> list[dict[str, Any]]: ...
+
+
+def _ready(workload: dict[str, Any]) -> bool:
+    status = workload.get("status", {}) or {}
+    if "desiredNumberScheduled" in status:  # a DaemonSet
+        return int(status.get("desiredNumberScheduled") or 0) > 0 and \
+            status.get("numberReady") == status.get("desiredNumberScheduled")
+    return int(status.get("availableReplicas") or 0) >= int(workload.get("spec", {}).get("replicas", 1) or 1) > 0
+
+
+def policy_engines(daemonsets: list[dict[str, Any]]) -> list[str]:
+    """The NetworkPolicy engines whose DaemonSet runs on every node it should."""
+    found = []
+    for ds in daemonsets:
+        name = ds["metadata"]["name"]
+        if name not in POLICY_ENGINES or not _ready(ds):
+            continue
+        containers = {c.get("name") for c in ds.get("spec", {}).get("template", {}).get("spec", {})
+                      .get("containers", [])}
+        if name == "aws-node" and AWS_POLICY_AGENT not in containers:
+            continue
+        found.append(POLICY_ENGINES[name])
+    return found
+
+
+def _system_workload(cluster: PrerequisiteReader, names: tuple[str, ...]) -> bool:
+    workloads = [*cluster.deployments("kube-system"),
+                 *(ds for ds in cluster.daemonsets() if ds["metadata"].get("namespace") == "kube-system")]
+    return any(any(n in w["metadata"]["name"] for n in names) and _ready(w) for w in workloads)
+
+
+def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> list[Finding]:
+    prerequisites, kind = platform.prerequisites, platform.spec.cluster.kind
+    needed = {need.capability: need for need in prerequisites.needs}
+    findings: list[Finding] = []
+
+    def missing(capability: str, what: str) -> None:
+        findings.append(Finding("verify", f"prerequisite {capability}",
+                                f"{what} (needed by {needed[capability].who})"))
+
+    if "network-policy" in needed and not policy_engines(cluster.daemonsets()):
+        missing("network-policy", "no NetworkPolicy engine runs (known DaemonSets: "
+                f"{', '.join(sorted(POLICY_ENGINES))}): team default-deny policies are not enforced")
+    drivers = cluster.csi_drivers()
+    for capability in sorted(c for c in needed if c.startswith("csi:")):
+        if capability[4:] not in drivers:
+            missing(capability, f"CSIDriver {capability[4:]} is not registered: its volumes stay Pending")
+    groups = cluster.crd_groups()
+    if "volume-snapshots" in needed:
+        if SNAPSHOT_GROUP not in groups:
+            missing("volume-snapshots", f"the {SNAPSHOT_GROUP} CRDs are not served")
+        elif kind in SNAPSHOT_CONTROLLER_IN_CLUSTER and not _system_workload(cluster, ("snapshot-controller",)):
+            missing("volume-snapshots", "no snapshot-controller is available in kube-system")
+    if "autoscaler" in needed and kind in AUTOSCALER_IN_CLUSTER and not _system_workload(cluster, AUTOSCALERS):
+        missing("autoscaler", "no cluster-autoscaler or Karpenter is available in kube-system: the pool never grows")
+    if "spot-interruption" in needed and kind == "eks" and not _system_workload(cluster, (TERMINATION_HANDLER,)):
+        missing("spot-interruption", f"{TERMINATION_HANDLER} is not running in kube-system")
+    for capability in sorted(c for c in needed if c.startswith("crd:")):
+        if capability[4:] not in groups:
+            missing(capability, f"no CRD of API group {capability[4:]} is served")
+    for location in cluster.backup_locations():
+        phase = location.get("status", {}).get("phase", "unknown")
+        if phase != "Available":
+            findings.append(Finding("verify", f"BackupStorageLocation {location['metadata']['name']}",
+                                    f"phase {phase}: Velero cannot reach bucket {platform.backup.bucket} (credentials, "
+                                    "workload identity or endpoint)"))
+    return findings
