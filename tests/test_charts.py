@@ -12,7 +12,7 @@ import pytest
 
 from infra.offline import charts
 from infra.offline.chartcache import VENDORED, ChartCacheError, content_digest, ensure
-from infra.offline.charts import Source, unknown_keys
+from infra.offline.charts import Source, read_by_templates, unknown_keys
 from infra.spec.versions import CHART_DIGESTS, Chart, Versions, installable_charts
 
 from .conftest import STACKS, capture_of
@@ -143,3 +143,13 @@ def test_a_disabled_subchart_installs_none_of_its_crds() -> None:
     crds = [(r.chart, r.inputs["metadata"]["name"]) for r in capture_of("local").resources
             if r.inputs.get("kind") == "CustomResourceDefinition" and "jobset" in r.inputs["metadata"]["name"]]
     assert crds == [("kubernetes:helm.sh/v4:Chart::jobset", "jobsets.jobset.x-k8s.io")]
+
+
+def test_a_key_values_yaml_leaves_out_counts_only_when_a_template_reads_it() -> None:
+    templates = ("{{- if .Values.dcgmExporter.config.name }}\n"
+                 "{{- range $key, $value := .Values.extraArgs }}\n- --{{ $key }}={{ $value }}\n{{- end }}")
+    assert read_by_templates("dcgmExporter.config", templates)
+    assert read_by_templates("extraArgs.balance-similar-node-groups", templates)  # a ranged, free-form map
+    assert not read_by_templates("dcgmExporter.configs", templates)
+    assert not read_by_templates("extraArg.v", templates)
+    assert not read_by_templates("image", templates)

@@ -10,6 +10,7 @@ are not installed by `helm.v4.Chart` (pulumi-kubernetes#3284): they are kept apa
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,14 @@ def unknown_keys(values: Any, defaults: Any, path: str = "") -> Iterator[str]:
             yield from unknown_keys(value, defaults[key], where)
 
 
+def read_by_templates(key: str, templates: str) -> bool:
+    """A key values.yaml leaves out still counts when a template reads it (documented in a comment only), or
+    ranges over the map that holds it (free-form maps such as extraArgs with a few defaults)."""
+    parent = key.rpartition(".")[0]
+    ranged = bool(parent) and re.search(rf"range\s[^}}]*\.Values\.{re.escape(parent)}\s*}}", templates)
+    return f".Values.{key}" in templates or bool(ranged)
+
+
 def _with_nulls(merged: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     """Coalesced defaults (subcharts' included) drop null keys, which values.yaml declares all the same."""
     combined = dict(merged)
@@ -147,10 +156,9 @@ def _render(source: Source, archive: Path, kubernetes: str,
         # crds/ from what it installs, as Helm does).
         with helm.Chart.load(archive) as chart:
             defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
-            # A key values.yaml leaves out (documented in a comment only) counts when a template reads it.
             templates = "\n".join(str(t.get("data", "")) for t in chart.templates or [])
             problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
-                        for key in unknown_keys(source.values, defaults) if f".Values.{key}" not in templates]
+                        for key in unknown_keys(source.values, defaults) if not read_by_templates(key, templates)]
             try:
                 chart.validate_schema(source.values)
             except helm.HelmError as error:

@@ -18,8 +18,8 @@ from .base import DnsLabel, PositiveInt, Strict
 from .catalog import gpu_model
 from .cloud_catalog import Cloud, machine
 from .pools import PoolSpec
-from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
 from .prerequisites import capability_problem
+from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
 from .teams import GroupName
 
 AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
