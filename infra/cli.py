@@ -6,18 +6,17 @@ Exit codes: 0 clean, 1 findings, 2 bad input. Bad input prints one line, never a
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
 from infra.offline.checks import default_crds_dir, run_checks
-from infra.offline.images import register as register_images
 from infra.offline.plan import write
 from infra.offline.report import summary
-from infra.onboard import register as register_team
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 
@@ -123,8 +122,8 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("stack", help=STACK_HELP)
     diff.add_argument("--base", default="origin/main", help="git ref to compare with (default: origin/main)")
     diff.set_defaults(func=cmd_diff)
-    for register in EXTENSIONS:
-        register(sub)
+    for module in EXTENSIONS:
+        importlib.import_module(module).register(sub)
     _document_exit_codes(top)
     return top
 
@@ -140,39 +139,10 @@ def _document_exit_codes(command: argparse.ArgumentParser) -> None:
                 _document_exit_codes(child)
 
 
-def _register_docs(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.docs.command import register
-
-    register(sub)
-
-
-def _register_verify(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.verify import register
-
-    register(sub)
-
-
-def _register_accept(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.accept.command import register
-
-    register(sub)
-
-
-def _register_admit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.offline.apiserver.admit import register
-
-    register(sub)
-
-
-# Subcommands that live with their concern register here: register(subparsers) adds one.
-EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
-    _register_docs,
-    _register_verify,
-    _register_accept,
-    _register_admit,
-]
-EXTENSIONS.append(register_team)
-EXTENSIONS.append(register_images)
+# Subcommands that live with their concern: each module's register(subparsers) adds one. Imported when the parser
+# is built, so a command does not pay for another's imports (the kubernetes client, the offline API server).
+EXTENSIONS = ("infra.docs.command", "infra.verify", "infra.accept.command", "infra.offline.apiserver.admit",
+              "infra.onboard", "infra.offline.images")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
