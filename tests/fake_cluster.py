@@ -16,10 +16,14 @@ from typing import Any
 
 from infra.accept.program import PREFIX
 from infra.offline.plan import objects
+from infra.platform.observability import NAMESPACE as MONITORING_NAMESPACE
+from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 
 from .fake_kube import FakeApiServer, Store
+
+SNAPSHOTS = "snapshot.storage.k8s.io"
 
 TRAINER, KUEUE = "trainer.kubeflow.org", "kueue.x-k8s.io"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -94,6 +98,7 @@ class SimulatedCluster:
                 "metadata": {"name": f"things.{group}"},
                 "spec": {"group": group, "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced",
                          "versions": []}})
+        self._seed_prerequisites()
         for team in platform.teams:
             put(KUEUE, "clusterqueues", {"metadata": {"name": team.queue},
                                          "status": {"conditions": [_cond("Active")]}})
@@ -102,6 +107,32 @@ class SimulatedCluster:
         put("batch", "cronjobs", {"metadata": {"name": "restore-drill", "namespace": "velero"}, "spec": {
             "schedule": "0 5 * * 6", "jobTemplate": {"spec": {"template": {"spec": {
                 "restartPolicy": "Never", "containers": [{"name": "run", "image": "kubectl"}]}}}}}})
+
+    def _seed_prerequisites(self) -> None:
+        """What the site or the cloud provides (verify's prerequisite reads) and Prometheus' scrape targets."""
+        put, platform = self.store.put, self.platform
+        needed = {need.capability for need in platform.prerequisites.needs}
+        for driver in sorted(c.removeprefix("csi:") for c in needed if c.startswith("csi:")):
+            put("storage.k8s.io", "csidrivers", {"metadata": {"name": driver}, "spec": {"attachRequired": False}})
+        for group in sorted({c.removeprefix("crd:") for c in needed if c.startswith("crd:")} | {SNAPSHOTS}):
+            put("apiextensions.k8s.io", "customresourcedefinitions", {
+                "metadata": {"name": f"things.{group}"},
+                "spec": {"group": group, "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced",
+                         "versions": []}})
+        template = {"metadata": {"labels": {"app": "calico-node"}}, "spec": {"containers": [{"name": "calico-node"}]}}
+        put("apps", "daemonsets", {"metadata": {"name": "calico-node", "namespace": "kube-system"}, "spec": {
+            "selector": {"matchLabels": {"app": "calico-node"}}, "template": template}, "status": {
+            "currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberMisscheduled": 0, "numberReady": 1}})
+        for name in ("snapshot-controller", "cluster-autoscaler"):
+            put("apps", "deployments", {"metadata": {"name": name, "namespace": "kube-system"}, "spec": {
+                "replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
+                    "metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name}]}}},
+                "status": {"availableReplicas": 1}})
+        put("velero.io", "backupstoragelocations", {"metadata": {"name": "default", "namespace": "velero"},
+                                                    "status": {"phase": "Available"}})
+        targets = [{"labels": {"job": job}, "health": "up"} for job in scrape_jobs(platform)]
+        self.api.proxies[f"/api/v1/namespaces/{MONITORING_NAMESPACE}/services/{PROMETHEUS_SERVICE}:http-web/proxy/"
+                         "api/v1/targets"] = {"status": "success", "data": {"activeTargets": targets}}
 
     # RBAC, from the rendered roles and bindings
     def authorize(self, user: str, groups: list[str], attrs: dict[str, Any]) -> bool:
@@ -113,8 +144,17 @@ class SimulatedCluster:
         if any(key in self.extra_grants for key in asked):
             return True
         rendered = [obj for _, obj in objects(self.capture)] if self.capture else []
-        roles = {o["metadata"]["name"]: o.get("rules", []) for o in rendered if o.get("kind") == "ClusterRole"}
-        roles.update(UPSTREAM_ROLES)
+        cluster_roles = [o for o in rendered if o.get("kind") == "ClusterRole"]
+        roles = {o["metadata"]["name"]: list(o.get("rules") or []) for o in cluster_roles}
+        for role in cluster_roles:  # what the API server's aggregation controller fills in
+            for selector in (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []:
+                wanted = selector.get("matchLabels") or {}
+                roles[role["metadata"]["name"]] += [
+                    rule for other in cluster_roles if wanted and all(
+                        (other["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
+                    for rule in other.get("rules") or []]
+        for name, rules in UPSTREAM_ROLES.items():
+            roles.setdefault(name, rules)
         for binding in rendered:
             if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
                 continue

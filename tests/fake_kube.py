@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 import yaml
 
@@ -156,6 +156,7 @@ class FakeApiServer:
     def __init__(self, store: Store, authorize: Authorizer) -> None:
         self.store, self.authorize = store, authorize
         self.logs: dict[tuple[str, str], list[str]] = {}
+        self.proxies: dict[str, Any] = {}  # service proxy path -> JSON it answers (Prometheus' targets)
         self.requests: list[tuple[str, str]] = []
         server = self
 
@@ -233,6 +234,9 @@ class FakeApiServer:
             return 200, {"major": "1", "minor": "34", "gitVersion": "v1.34.1-fake", "gitCommit": "fake",
                          "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
                          "compiler": "gc", "platform": "linux/amd64"}, False
+        if "/proxy/" in path:
+            answer = self.proxies.get(unquote(path))
+            return (200, answer, False) if answer is not None else (404, status(404, "NotFound", path), False)
         where = parse_path(path)
         if where is None:
             return 404, status(404, "NotFound", path), False

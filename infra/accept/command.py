@@ -183,7 +183,10 @@ def _finish(report_dir: Path, report: dict[str, Any], code: int) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.cli import ROOT
+    from infra.cli import (
+        ROOT,
+        STACK_HELP,  # here: infra.cli imports this module when it builds its parser
+    )
 
     def run(args: argparse.Namespace) -> int:
         path = stack_path(args.stack, ROOT)
@@ -203,7 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                       render=render)
 
     parser = sub.add_parser("accept", help="after pulumi up: run the acceptance suite on the live cluster")
-    parser.add_argument("stack")
+    parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("--context", help="kubeconfig context (default: the stack's, else the current one)")
     parser.add_argument("--only", nargs="+", metavar="CHECK", help="run exactly these checks (preemption and "
                         "node-failure run only when named here or, for node-failure, with --drain-node)")

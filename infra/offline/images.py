@@ -95,6 +95,8 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from infra.cli import STACK_HELP  # here: infra.cli imports this module when it builds its parser
+
     images = sub.add_parser("images", help="every image the stack runs, one a line, sorted (for mirroring)")
-    images.add_argument("stack")
+    images.add_argument("stack", help=STACK_HELP)
     images.set_defaults(func=cmd_images)

@@ -101,7 +101,10 @@ def admit(stack: str, files: list[str], crds_dir: Path | None, root: Path) -> in
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.cli import ROOT
+    from infra.cli import (
+        ROOT,
+        STACK_HELP,  # here: infra.cli imports this module when it builds its parser
+    )
 
     def run(args: argparse.Namespace) -> int:
         crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
@@ -110,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         return admit(args.stack, args.files, crds, ROOT)
 
     parser = sub.add_parser("admit", help="would this stack's cluster admit these manifests, and why not")
-    parser.add_argument("stack")
-    parser.add_argument("files", nargs="+", metavar="FILE")
+    parser.add_argument("stack", help=STACK_HELP)
+    parser.add_argument("files", nargs="+", metavar="FILE", help="manifests to check (multi-document YAML)")
     parser.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
     parser.set_defaults(func=run)
