@@ -18,6 +18,7 @@ from infra.spec.load import PLATFORM_KEY
 
 from .conftest import ROOT, raw_platform, stack_file, write_stack
 from .test_bad_config import _assert_one_clean_line
+from .test_bad_config import _delete as drop
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -37,16 +38,6 @@ def both(*edits: Edit) -> Edit:
     def edit(raw: dict[str, Any]) -> None:
         for one in edits:
             one(raw)
-    return edit
-
-
-def drop(path: str) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        target = raw
-        for key in parents:
-            target = target[key]
-        del target[last]
     return edit
 
 
