@@ -23,7 +23,20 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```(?:sh|bash|shell|console)?\n(.*?)```", re.S)
 INLINE = re.compile(r"(?<!`)`(\.venv/bin/trainyard [^`]+)`(?!`)")
 COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?trainyard\s+(.+)$")
+SHELL_OPERATOR = re.compile(r"\s+(?:[0-9]*[<>]|\||&&|;)")
 OFFLINE = {"plan", "validate", "render", "team"}
+
+
+def command_words(line: str) -> tuple[str, ...]:
+    """The words trainyard receives: the shell's redirections, pipes and command lists are the shell's."""
+    return tuple(shlex.split(SHELL_OPERATOR.split(line, maxsplit=1)[0], comments=True))
+
+
+def test_shell_operators_end_the_command() -> None:
+    assert command_words("images onprem-lab > images.txt") == ("images", "onprem-lab")
+    assert command_words("plan local --out 'a b' | tee x  # note") == ("plan", "local", "--out", "a b")
+    assert command_words("validate aws-prod 2>&1") == ("validate", "aws-prod")
+    assert command_words("plan local && echo ok; ls") == ("plan", "local")
 
 
 def documented() -> list[tuple[str, tuple[str, ...]]]:
@@ -35,7 +48,7 @@ def documented() -> list[tuple[str, tuple[str, ...]]]:
         for line in lines:
             match = COMMAND.match(line)
             if match and "<" not in match.group(1):  # `<stack>`, `<ctx>`: a template, not a command
-                found.setdefault(tuple(shlex.split(match.group(1), comments=True)), doc.name)
+                found.setdefault(command_words(match.group(1)), doc.name)
     return sorted((doc, argv) for argv, doc in found.items())
 
 

@@ -9,6 +9,7 @@ vendored in ../shared/charts and the ones an upstream repository publishes verif
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tarfile
 import tempfile
@@ -17,7 +18,9 @@ from pathlib import Path
 from infra.spec.versions import Chart
 
 ROOT = Path(__file__).resolve().parents[2]
-VENDORED = ROOT.parent / "shared" / "charts"
+# The vendored archives: ../shared/charts beside the checkout, unless the environment names another place.
+VENDORED_ENV = "TRAINYARD_VENDORED_CHARTS"
+VENDORED = Path(os.environ.get(VENDORED_ENV) or ROOT.parent / "shared" / "charts")
 
 
 class ChartCacheError(Exception):

@@ -16,7 +16,9 @@ from typing import Any
 
 import yaml
 
+from infra.offline.chartcache import VENDORED, VENDORED_ENV
 from infra.spec.errors import SpecError
+from infra.spec.versions import CHART_CACHE
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -24,11 +26,12 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _render(tree: Path, stack: str, out: Path) -> str | None:
-    """Render with the code in `tree`; returns an error line, or None on success."""
+    """Render with the code in `tree`; returns an error line, or None on success. Charts come from this
+    checkout's vendored archives wherever `tree` is (the base revision's tree lives in a scratch directory)."""
     result = subprocess.run(
         [sys.executable, "-m", "infra.cli", "render", stack, "--out", str(out)],
         cwd=tree, capture_output=True, text=True, check=False,
-        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", VENDORED_ENV: str(VENDORED)},
     )
     if result.returncode != 0:
         return (result.stderr.strip().splitlines() or ["render failed"])[-1]
@@ -78,6 +81,9 @@ def diff_stack(root: Path, stack: str, base_ref: str) -> int:
         added = _git(root, "worktree", "add", "--detach", str(tree), base_ref)
         if added.returncode != 0:
             raise SpecError("--base", f"cannot check out {base_ref}: {added.stderr.strip()}")
+        # The cache is content-addressed (the digest is in the path), so the base revision may share it.
+        (root / CHART_CACHE).mkdir(exist_ok=True)
+        (tree / CHART_CACHE).symlink_to(root / CHART_CACHE, target_is_directory=True)
         try:
             base_error = _render(tree, stack, work / "base")
         finally:

@@ -75,6 +75,13 @@ PATTERN_WORDS = {
     r"^fs-[0-9a-f]+$": "an EFS file system id: fs- followed by hexadecimal digits",
     r"^subnet-[0-9a-f]+$": "a subnet id: subnet- followed by hexadecimal digits",
     r"^[a-z0-9][a-z0-9-]{1,40}$": "2 to 41 lowercase letters, digits and '-', starting with a letter or digit",
+    r"^https://\S+$": "an https:// URL without spaces",
+    r"^gke-security-groups@[a-z0-9.-]+\.[a-z]+$": "the Google group gke-security-groups@YOUR-DOMAIN "
+                                                   "(Google Groups for RBAC requires this name)",
+    r"^\S+$": "text without spaces, not empty",
+    r"^[1-9][0-9]*[mhd]$": "a whole number of minutes, hours or days, e.g. 30m, 4h, 1d",
+    r"^[a-z0-9][-a-z0-9.]*$": "a Kubernetes object name: lowercase letters, digits, '-' and '.', "
+                              "starting with a letter or digit",
 }
 _TYPE_WORDS = {
     "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",

@@ -160,7 +160,8 @@ class Versions(Strict):
 
 # Charts whose version no stack chooses (the pinned ones come from Versions.charts()); a new chart's constant
 # goes here and its digest into CHART_DIGESTS.
-PLATFORM_CHARTS = (VELERO_CHART, GPU_OPERATOR_CHART, EFA_DEVICE_PLUGIN_CHART)
+PLATFORM_CHARTS = (VELERO_CHART, GPU_OPERATOR_CHART, EFA_DEVICE_PLUGIN_CHART, KUBE_PROMETHEUS_STACK_CHART,
+                   CLUSTER_AUTOSCALER_CHART, NODE_TERMINATION_HANDLER_CHART)
 
 
 def installable_charts() -> tuple[Chart, ...]:
