@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from infra.accept.program import PREFIX
+from infra.offline.access import aggregated
 from infra.offline.plan import objects
 from infra.platform.observability import NAMESPACE as MONITORING_NAMESPACE
 from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
@@ -27,13 +28,6 @@ SNAPSHOTS = "snapshot.storage.k8s.io"
 
 TRAINER, KUEUE = "trainer.kubeflow.org", "kueue.x-k8s.io"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
-# What Kueue's aggregated roles hold in a cluster (its chart's batch-user role), for the RBAC answers.
-UPSTREAM_ROLES = {"kueue-batch-user-role": [
-    {"apiGroups": [TRAINER, "batch", "jobset.x-k8s.io"], "resources": ["trainjobs", "jobs", "jobsets"],
-     "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]},
-    {"apiGroups": [KUEUE], "resources": ["localqueues", "workloads"], "verbs": ["get", "list", "watch"]}]}
-
-
 class FakeClock:
     def __init__(self, cluster: SimulatedCluster) -> None:
         self.cluster, self.time, self.slept = cluster, 1000.0, 0.0
@@ -144,17 +138,7 @@ class SimulatedCluster:
         if any(key in self.extra_grants for key in asked):
             return True
         rendered = [obj for _, obj in objects(self.capture)] if self.capture else []
-        cluster_roles = [o for o in rendered if o.get("kind") == "ClusterRole"]
-        roles = {o["metadata"]["name"]: list(o.get("rules") or []) for o in cluster_roles}
-        for role in cluster_roles:  # what the API server's aggregation controller fills in
-            for selector in (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []:
-                wanted = selector.get("matchLabels") or {}
-                roles[role["metadata"]["name"]] += [
-                    rule for other in cluster_roles if wanted and all(
-                        (other["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
-                    for rule in other.get("rules") or []]
-        for name, rules in UPSTREAM_ROLES.items():
-            roles.setdefault(name, rules)
+        roles = aggregated(o for o in rendered if o.get("kind") == "ClusterRole")
         for binding in rendered:
             if binding.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
                 continue

@@ -1,8 +1,10 @@
 """The access matrix (persona x resource x verb), read from the roles and bindings a stack renders.
 
 Bindings name their persona in the `trainyard.io/persona` label; every rule of every role they reference is
-expanded here, so the matrix can never claim a right the rendered objects do not grant. Roles an upstream
-chart defines (Kueue's aggregated roles) are not in the render: they are listed by name, with their source.
+expanded here, so the matrix can never claim a right the rendered objects do not grant. The charts' roles are
+in the render too; an aggregated ClusterRole (Kueue's batch-user role) holds the rules of every ClusterRole its
+selectors match, as the API server's aggregation controller fills it in. A role bound but not rendered (a
+built-in one) is listed by name.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .apiserver.selectors import matches_selector
 from .engine import Capture
 from .plan import objects
 
@@ -26,34 +29,6 @@ SCOPES = {
 BROAD_ROLES = frozenset({"cluster-admin", "admin", "edit"})
 GROUP_ORDER = ("", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "visibility.kueue.x-k8s.io",
                "jobset.x-k8s.io")
-# What the upstream roles hold (kubernetes-sigs/kueue charts/kueue/templates/rbac/): they aggregate every
-# ClusterRole that carries their label, so their rules exist only in the cluster, not in the render.
-UPSTREAM = {
-    "batch-user-role": "Kueue: aggregates `rbac.kueue.x-k8s.io/batch-user` roles: job editors (batch jobs, "
-                       "jobsets, trainjobs and other integrations: create, delete, get, list, patch, update, "
-                       "watch; their /status: get) and viewers of localqueues, workloads and "
-                       "localqueues/pendingworkloads",
-    "batch-admin-role": "Kueue: aggregates `rbac.kueue.x-k8s.io/batch-admin` roles: every Kueue editor and "
-                        "viewer (clusterqueues, cohorts, resourceflavors, topologies, localqueues, workloads, "
-                        "admission checks, priority classes) and the job editors",
-}
-
-
-_EDIT = ["create", "delete", "get", "list", "patch", "update", "watch"]
-_VIEW = ["get", "list", "watch"]
-# The rules batch-user-role aggregates in kueue 0.19.2 (the chart rendered with release `kueue`) for the kinds
-# this platform installs; the other integrations' kinds (Ray, MPIJob, ...) have no CRD here.
-UPSTREAM_RULES: dict[str, list[dict[str, Any]]] = {
-    "batch-user-role": [
-        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _EDIT},
-        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": _EDIT},
-        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _EDIT},
-        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _VIEW},
-        {"apiGroups": ["visibility.kueue.x-k8s.io"], "resources": ["localqueues/pendingworkloads"], "verbs": _VIEW},
-    ],
-}
-
-
 @dataclass(frozen=True)
 class Grant:
     persona: str
@@ -63,15 +38,34 @@ class Grant:
     scope: str
 
 
+def aggregated(cluster_roles: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """ClusterRole name -> its rules as the API server holds them: an aggregated role (aggregationRule) holds
+    the rules of every other ClusterRole whose labels one of its selectors matches, in name order."""
+    by_name = {role["metadata"]["name"]: role for role in cluster_roles}
+    rules: dict[str, list[dict[str, Any]]] = {}
+    for name, role in sorted(by_name.items()):
+        selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors")
+        if selectors is None:
+            rules[name] = list(role.get("rules") or [])
+            continue
+        rules[name] = [rule for other_name, other in sorted(by_name.items()) if other_name != name
+                       and any(matches_selector(s, other["metadata"].get("labels") or {}) for s in selectors)
+                       for rule in other.get("rules") or []]
+    return rules
+
+
 def _rules(capture: Capture) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     roles: dict[str, list[dict[str, Any]]] = {}
-    bindings = []
+    cluster_roles, bindings = [], []
     for _, obj in objects(capture):
         kind, meta = obj.get("kind"), obj.get("metadata", {})
-        if kind in ("ClusterRole", "Role"):
+        if kind == "ClusterRole":
+            cluster_roles.append(obj)
+        elif kind == "Role":
             roles[f"{meta.get('namespace', '')}/{meta['name']}"] = obj.get("rules", [])
         elif kind in ("ClusterRoleBinding", "RoleBinding") and PERSONA_LABEL in meta.get("labels", {}):
             bindings.append(obj)
+    roles |= {f"/{name}": rules for name, rules in aggregated(cluster_roles).items()}
     return roles, bindings
 
 
@@ -81,10 +75,9 @@ def _role_key(binding: dict[str, Any]) -> str:
     return f"{namespace}/{ref['name']}"
 
 
-def grants(capture: Capture, upstream_rules: bool = False) -> tuple[set[Grant], set[tuple[str, str, str]]]:
+def grants(capture: Capture) -> tuple[set[Grant], set[tuple[str, str, str]]]:
     """Every (persona, group, resource, verb, scope) the rendered bindings grant, and the bindings to roles
-    the render does not contain (persona, role, scope); with `upstream_rules`, those roles' known rules
-    (UPSTREAM_RULES) count as granted too."""
+    the render does not contain (persona, role, scope)."""
     roles, bindings = _rules(capture)
     found: set[Grant] = set()
     upstream: set[tuple[str, str, str]] = set()
@@ -92,12 +85,10 @@ def grants(capture: Capture, upstream_rules: bool = False) -> tuple[set[Grant], 
         persona = binding["metadata"]["labels"][PERSONA_LABEL]
         scope = NAMESPACED if binding["kind"] == "RoleBinding" else CLUSTER
         key = _role_key(binding)
-        known = next((rules for suffix, rules in UPSTREAM_RULES.items() if key.endswith(suffix)), None)
         if key not in roles:
             upstream.add((persona, binding["roleRef"]["name"], scope))
-            if not (upstream_rules and known):
-                continue
-        for rule in roles.get(key) or known or []:
+            continue
+        for rule in roles[key]:
             rule_scope = OWN if scope == CLUSTER and rule.get("resourceNames") else scope
             for group in rule.get("apiGroups", []):
                 for resource in rule.get("resources", []):
@@ -131,7 +122,7 @@ QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 def allowed(found: Iterable[Grant], persona: str, verb: str, group: str, resource: str, where: str) -> bool:
     """Whether the rendered bindings let `persona` do `verb` on `resource` in its own team namespace or in
     another's (namespaced rights: RoleBindings hold in the team's namespaces only; ClusterRoleBindings
-    everywhere, except rules limited to named objects). Upstream roles are not counted (listed apart)."""
+    everywhere, except rules limited to named objects). Roles bound but not rendered are not counted."""
     for grant in found:
         if grant.persona != persona or grant.verb not in (verb, "*") or grant.group not in (group, "*") \
                 or grant.resource not in (resource, "*"):
@@ -143,7 +134,7 @@ def allowed(found: Iterable[Grant], persona: str, verb: str, group: str, resourc
 
 def decisions(capture: Capture) -> dict[tuple[str, str, str, str, str], bool]:
     """(persona, verb, group, resource, where) -> allowed, for every question and persona."""
-    found, _ = grants(capture, upstream_rules=True)
+    found, _ = grants(capture)
     return {(persona, verb, group, resource, where): allowed(found, persona, verb, group, resource, where)
             for persona in PERSONAS for group, resource, verbs in QUESTIONS for verb in verbs
             for where in (OWN_NS, OTHER_NS)}
@@ -207,26 +198,26 @@ def access_matrix(capture: Capture) -> str:
         f"# Access matrix: stack `{capture.stack}`", "",
         "Generated from the rendered roles and bindings by `infra.offline.access.access_matrix` "
         "(`python -m infra.offline.access STACK`); do not edit.",
-        "A binding's persona is its `trainyard.io/persona` label. Rights from the upstream roles below come on top.",
+        "A binding's persona is its `trainyard.io/persona` label; the charts' roles count with what they "
+        "aggregate. Rights from roles bound but not rendered (below) come on top.",
         ("No persona is granted `*` or a built-in admin role." if not broad
          else "WARNING: broad grants: " + ", ".join(broad) + "."), "",
         "Scopes: " + "; ".join(f"`[{key}]` {text}" for key, text in SCOPES.items()) + ".", "",
         *_table(rows),
-        "## Upstream roles bound to personas", "",
-        "Defined by upstream charts, so their rules are not in the render; each persona gets them in addition.",
+        "## Roles bound to personas but not rendered", "",
+        "Built into the cluster, not in the render; a persona bound to one gets its rights in addition.",
         "",
     ]
-    upstream_rows = [["persona", "ClusterRole", "scope", "what it holds"]]
+    upstream_rows = [["persona", "ClusterRole", "scope"]]
     for persona, role, scope in sorted(upstream, key=lambda u: (PERSONAS.index(u[0]), u[1])):
-        note = next((text for suffix, text in UPSTREAM.items() if role.endswith(suffix)), "upstream role")
-        upstream_rows.append([persona, f"`{role}`", f"[{scope}]", note])
+        upstream_rows.append([persona, f"`{role}`", f"[{scope}]"])
     lines += _table(upstream_rows) if len(upstream_rows) > 1 else ["None.", ""]
     lines += ["## Who holds each persona", "", *_table([["persona", "subject kind", "subjects"],
                                                        *_subjects(capture)])]
     lines += ["## Allowed or denied, in the team's own namespace and in another team's", "",
-              "Computed from the rendered bindings (`infra.offline.access.decisions`), Kueue's batch-user role "
-              "counted with the rules it aggregates for the installed kinds; tests/test_rbac.py holds it to the "
-              "intended matrix.", "", *_table(_decision_rows(capture))]
+              "Computed from the rendered bindings (`infra.offline.access.decisions`), aggregated roles counted "
+              "with the rules they aggregate; tests/test_rbac.py holds it to the intended matrix.", "",
+              *_table(_decision_rows(capture))]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,8 +1,9 @@
 """Access: the personas as exact verbs on exact resources, bound to identity-provider groups.
 
 - platform-admin: cluster-wide operations (drain nodes, stop or delete runaway jobs, read everything but
-  secrets) plus Kueue's upstream batch-admin role; shared infrastructure itself changes through this
-  repository, not by hand. Break-glass cluster-admin is kept out of band, never bound here.
+  secrets, Kueue's objects and pending workloads included); shared infrastructure itself (queues, quotas,
+  flavors) changes through this repository, not by hand, so Kueue's batch-admin role (which edits every
+  Kueue object and creates jobs anywhere) is not bound. Break-glass cluster-admin is kept out of band, never bound here.
 - ml-engineer: in each team namespace, Kueue's upstream batch-user role (TrainJobs, JobSets and Jobs; reads
   LocalQueues, Workloads and pending workloads) plus what it leaves out: pods, logs, exec, the team's
   config, secrets and volumes, and namespaced runtimes to read.
@@ -32,7 +33,6 @@ PLATFORM_ADMIN, ML_ENGINEER, ANALYST, CI = "platform-admin", "ml-engineer", "ana
 # resource name ("kueue"; kubernetes-sigs/kueue charts/kueue/templates/rbac/batch_{user,admin}_role.yaml).
 KUEUE_RELEASE = "kueue"
 KUEUE_BATCH_USER = f"{KUEUE_RELEASE}-batch-user-role"
-KUEUE_BATCH_ADMIN = f"{KUEUE_RELEASE}-batch-admin-role"
 
 READ = ("get", "list", "watch")
 EDIT = (*READ, "create", "update", "patch", "delete")
@@ -62,6 +62,9 @@ PERSONA_ROLES: dict[str, tuple[str, list[dict[str, Any]]]] = {
         rule(TRAINER, ["trainjobs/status"], ["get"]),
         rule(TRAINER, ["clustertrainingruntimes", "trainingruntimes"], READ),
         rule(JOBSET, ["jobsets"], (*READ, "delete")),
+        rule(KUEUE, ["admissionchecks", "clusterqueues", "cohorts", "localqueues", "resourceflavors", "topologies",
+                     "workloadpriorityclasses", "workloads"], READ),
+        rule(VISIBILITY, ["clusterqueues/pendingworkloads", "localqueues/pendingworkloads"], READ),
         # access reviews
         rule(RBAC_GROUP, ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], READ),
         rule("storage.k8s.io", ["storageclasses"], READ),
@@ -129,8 +132,7 @@ class Access(pulumi.ComponentResource):
             self._role(f"role-{persona}", role_name, {PERSONA_LABEL: persona}, rules)
         admins = groups(platform, platform.spec.identity.platform_admins)
         if admins:
-            for suffix, role in (("", ROLE_OF[PLATFORM_ADMIN]), ("-kueue", KUEUE_BATCH_ADMIN)):
-                self._binding(f"trainyard-platform-admin{suffix}", PLATFORM_ADMIN, role, admins, {})
+            self._binding("trainyard-platform-admin", PLATFORM_ADMIN, ROLE_OF[PLATFORM_ADMIN], admins, {})
         for team in platform.teams:
             self._team(team, team_namespaces)
         self.register_outputs({"personas": sorted(ROLE_OF), "platformAdmins": len(admins)})
