@@ -8,7 +8,7 @@ VENV := .venv
 STACK ?= local
 CRDS ?= ../shared/crds
 
-.PHONY: plan test lint typecheck check install charts render validate benchmark clean crds
+.PHONY: plan test lint typecheck check install charts render validate benchmark benchmark-plan clean crds
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -38,7 +38,8 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# The suite runs on every core (pytest-xdist): each worker caches one offline run per stack (tests/conftest.py).
+# The suite runs on every core (pytest-xdist): the first worker that needs a stack's offline run computes it, the
+# others read it (tests/conftest.py); chart renders and parsed CRDs are kept in .cache/offline across runs.
 test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
 	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
 
@@ -48,5 +49,8 @@ crds: install  ## fetch the pinned upstream CRDs into $(CRDS) unless they are th
 benchmark: charts
 	$(VENV)/bin/python benchmarks/render_scale.py
 
+benchmark-plan: charts  ## seconds of `trainyard plan` per stack, with an empty and a warm render cache
+	$(VENV)/bin/python benchmarks/plan_stacks.py --crds $(CRDS)
+
 clean:
-	rm -rf build .charts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build .charts .cache/offline .pytest_cache .mypy_cache .ruff_cache

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 import yaml
 
 from infra.offline import engine
+from infra.offline.diskcache import cached, source_hash
 from infra.offline.plan import objects
 from infra.spec import Platform, load_file, validate
 from infra.spec.load import PLATFORM_KEY, read_stack_config, stack_names
@@ -20,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STACKS = stack_names(ROOT)
 # The upstream CRDs: $TRAINYARD_CRDS (CI fetches them there with `make crds`), else ../shared/crds.
 CRDS = Path(os.environ.get("TRAINYARD_CRDS") or ROOT.parent / "shared" / "crds")
+RUNS_ENV = "TRAINYARD_TEST_RUNS"
 
 
 def stack_file(stack: str) -> Path:
@@ -31,9 +36,22 @@ def platform_of(stack: str) -> Platform:
     return load_file(stack_file(stack))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder for the session's offline runs, made by the controller before xdist starts its workers (they
+    inherit the environment), removed when the session ends."""
+    if not os.environ.get(RUNS_ENV):
+        os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="trainyard-runs-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(RUNS_ENV), ignore_errors=True))
+
+
 @functools.cache
 def capture_of(stack: str) -> engine.Capture:
-    return engine.run(stack, read_stack_config(stack_file(stack)))
+    """A stack's offline run, computed by the first worker that needs it and read by the others (diskcache: a file
+    lock and a pickle keyed by the stack file and every source file of the program)."""
+    text = stack_file(stack).read_bytes()
+    key = [stack, hashlib.sha256(text).hexdigest(), source_hash(*sorted((ROOT / "infra").rglob("*.py")))]
+    return cached("capture", key, lambda: engine.run(stack, read_stack_config(stack_file(stack))),
+                  directory=Path(os.environ[RUNS_ENV]))
 
 
 def raw_platform(stack: str) -> dict[str, Any]:

@@ -111,8 +111,7 @@ def test_the_stack_kubernetes_version_and_chart_apis_are_helm_capabilities(tmp_p
                           "  release: {{ .Release.Name }}/{{ .Release.Namespace }}\n")
     source = Source("kubernetes:helm.sh/v4:Chart::probe", "probe", "probe-ns", Chart("tiny", "", "0.1.0"), {})
     for kubernetes, apis, has in (("1.33", [], "false"), ("1.34", ["monitoring.coreos.com/v1"], "true")):
-        manifests, _, _ = charts._render(source, archive, kubernetes, apis)
-        [probe] = charts._documents(manifests)
+        [probe], _, _ = charts._render(source, archive, kubernetes, apis)
         assert probe["data"] == {"kube": f"v{kubernetes}.0", "monitoring": has, "release": "probe/probe-ns"}
 
 

@@ -17,7 +17,7 @@ from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
 
-from .conftest import capture_of, kube_objects, platform_of, stack_file
+from .conftest import STACKS, capture_of, kube_objects, platform_of, stack_file
 
 
 def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:
@@ -104,6 +104,13 @@ def test_two_runs_render_byte_identical_trees(tmp_path: Path) -> None:
         files += len(current.same_files)
         stack.extend(current.subdirs.values())
     assert files > 20
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_charts_are_listed_by_name_not_in_the_order_they_registered(stack: str) -> None:
+    """Registrations arrive as their inputs resolve, which varies between runs; plan.json must not follow that."""
+    refs = [rendered.source.ref for rendered in capture_of(stack).charts]
+    assert len(refs) > 1 and refs == sorted(set(refs))
 
 
 def test_duplicate_urns_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

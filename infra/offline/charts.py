@@ -22,7 +22,9 @@ from helm_python import _native
 
 from infra.spec.versions import CHART_CACHE, Chart
 
-from .chartcache import ROOT, ChartCacheError, ensure
+from . import schema
+from .chartcache import ROOT, ChartCacheError, content_digest, ensure
+from .diskcache import cached, source_hash
 from .schema import ManifestLoader
 
 CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
@@ -126,10 +128,9 @@ def _group_versions(crds: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted(served)
 
 
-# Renders of this process, by everything that decides them: a stack's charts render once, and a second run
-# of the same stack (tests, benchmarks) renders nothing again.
-_RENDERS: dict[str, tuple[dict[str, str], dict[str, str], tuple[str, ...]]] = {}
-_DEFINED: dict[str, list[dict[str, Any]]] = {}
+# Everything besides a release's inputs that decides its render: this code, the YAML loader's, Helm's and PyYAML's.
+_CODE = [source_hash(Path(__file__), Path(schema.__file__)), helm.__version__, yaml.__version__]
+Documents = list[dict[str, Any]]
 
 
 def _crds(chart: helm.Chart) -> dict[str, str]:
@@ -137,43 +138,51 @@ def _crds(chart: helm.Chart) -> dict[str, str]:
     return {entry["filename"]: entry["data"] for entry in chart.crds}
 
 
-def _defined(source: Source, archive: Path) -> list[dict[str, Any]]:
+def _content(source: Source, archive: Path) -> str:
+    """The pinned digest names the archive's content; a chart without one (a test's) is hashed."""
+    return source.chart.digest or content_digest(archive)
+
+
+def _defined(source: Source, archive: Path) -> Documents:
     """Every CRD in the chart's crds/ folders, enabled subcharts or not: the API versions it can serve."""
-    if source.chart.digest not in _DEFINED:
+    def load() -> Documents:
         with helm.Chart.load(archive) as chart:
-            _DEFINED[source.chart.digest] = list(_documents(_crds(chart)))
-    return _DEFINED[source.chart.digest]
+            return list(_documents(_crds(chart)))
+    return cached("defined", [*_CODE, _content(source, archive)], load)
 
 
 def _render(source: Source, archive: Path, kubernetes: str,
-            api_versions: list[str]) -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
-    """(manifests by template, the crds/ files Helm installs, values problems) of one release; parsed anew by
-    each caller, so no two captures share an object."""
-    key = json.dumps([source.chart.digest, source.values, source.release, source.namespace, kubernetes,
-                      api_versions], sort_keys=True)
-    if key not in _RENDERS:
-        # A fresh load per render: rendering drops disabled subcharts from the loaded chart (and so their
-        # crds/ from what it installs, as Helm does).
-        with helm.Chart.load(archive) as chart:
-            defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
-            templates = "\n".join(str(t.get("data", "")) for t in chart.templates or [])
-            problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
-                        for key in unknown_keys(source.values, defaults) if not read_by_templates(key, templates)]
-            try:
-                chart.validate_schema(source.values)
-            except helm.HelmError as error:
-                problems.append(f"values do not match the chart's values.schema.json: {error}")
-            # Chart.render does not take capabilities; the C ABI does (kube_version, api_versions).
-            options = {"name": source.release, "namespace": source.namespace, "is_install": True,
-                       "kube_version": f"v{kubernetes}.0", "api_versions": api_versions}
-            try:
-                manifests = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(source.values),
-                                                           json.dumps(options)))
-            except helm.HelmError as error:
-                manifests = {}
-                problems.append(f"render failed: {error}")
-            _RENDERS[key] = (manifests, _crds(chart), tuple(problems))
-    return _RENDERS[key]
+            api_versions: list[str]) -> tuple[Documents, Documents, tuple[str, ...]]:
+    """(the templates' documents, the crds/ documents Helm installs, values problems) of one release, rendered once
+    per inputs (diskcache) and fresh objects for each caller, so no two captures share one."""
+    key = [*_CODE, _content(source, archive), source.values, source.release, source.namespace, kubernetes,
+           api_versions]
+    return cached("render", key, lambda: _render_now(source, archive, kubernetes, api_versions))
+
+
+def _render_now(source: Source, archive: Path, kubernetes: str,
+                api_versions: list[str]) -> tuple[Documents, Documents, tuple[str, ...]]:
+    # A fresh load per render: rendering drops disabled subcharts from the loaded chart (and so their crds/ from
+    # what it installs, as Helm does).
+    with helm.Chart.load(archive) as chart:
+        defaults = _with_nulls(chart.merge_values(None) or {}, chart.values or {})
+        templates = "\n".join(str(t.get("data", "")) for t in chart.templates or [])
+        problems = [f"values.{key}: not in the chart's values.yaml (Helm ignores it)"
+                    for key in unknown_keys(source.values, defaults) if not read_by_templates(key, templates)]
+        try:
+            chart.validate_schema(source.values)
+        except helm.HelmError as error:
+            problems.append(f"values do not match the chart's values.schema.json: {error}")
+        # Chart.render does not take capabilities; the C ABI does (kube_version, api_versions).
+        options = {"name": source.release, "namespace": source.namespace, "is_install": True,
+                   "kube_version": f"v{kubernetes}.0", "api_versions": api_versions}
+        try:
+            manifests = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(source.values),
+                                                       json.dumps(options)))
+        except helm.HelmError as error:
+            manifests = {}
+            problems.append(f"render failed: {error}")
+        return list(_documents(manifests)), list(_documents(_crds(chart))), tuple(problems)
 
 
 def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) -> tuple[Rendered, ...]:
@@ -181,9 +190,8 @@ def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) ->
     api_versions = _group_versions([crd for s in sources for crd in _defined(s, archives[s.ref])])
     rendered = []
     for source in sources:
-        manifests, crds, problems = _render(source, archives[source.ref], kubernetes, api_versions)
-        documents = list(_documents(manifests))
-        rendered.append(Rendered(source, (*_documents(crds), *(d for d in documents if not is_hook(d))),
+        documents, crds, problems = _render(source, archives[source.ref], kubernetes, api_versions)
+        rendered.append(Rendered(source, (*crds, *(d for d in documents if not is_hook(d))),
                                  tuple(d for d in documents if is_hook(d)), problems))
     scoped = _cluster_scoped([obj for r in rendered for obj in r.objects])
     return tuple(_with_namespace(r, scoped) for r in rendered)

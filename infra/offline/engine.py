@@ -181,7 +181,8 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
         loop.close()
     if monitor.duplicates:
         raise DuplicateResource(f"registered twice: {sorted(set(monitor.duplicates))[0]}")
-    charts = [record for record in monitor.records if record.type == CHART_TYPE]
+    # By name: registrations arrive in the order their inputs resolve, which varies from run to run.
+    charts = sorted((record for record in monitor.records if record.type == CHART_TYPE), key=lambda r: r.ref())
     rendered = render_all([source_of(c.ref(), c.inputs) for c in charts], str(exported.get("kubernetes", ""))) \
         if charts else ()
     installed = [child for chart, render in zip(charts, rendered, strict=True) for child in _children(chart, render)]

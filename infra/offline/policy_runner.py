@@ -10,9 +10,8 @@ own level, then the pack's.
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,8 +127,35 @@ class _Adapter:
         return _label(record) if record else f"stack {stack}"
 
 
+class _Props(Mapping[str, Any]):
+    """A registration's inputs behind the SDK's unknown-checking proxy, built when a policy first reads them: most
+    policies select resources by type and never read the others' props. The proxy copies every dict and list, so
+    each policy gets its own props, as from the analyzer, and none can change what another one sees."""
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        self._inputs = inputs
+        self._proxy: Any = None
+
+    def _target(self) -> Any:
+        if self._proxy is None:
+            self._proxy = unknown_checking_proxy(self._inputs)
+        return self._proxy
+
+    def __getitem__(self, key: str) -> Any:
+        return self._target()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._target()[key] = value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._target())
+
+    def __len__(self) -> int:
+        return len(self._target())
+
+
 def _props(record: Registration) -> Any:
-    return unknown_checking_proxy(copy.deepcopy(record.inputs))
+    return _Props(record.inputs)
 
 
 def _call(policy: Policy, args: Any, report: Any) -> bool:

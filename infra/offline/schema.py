@@ -5,6 +5,7 @@ Kubernetes OpenAPI schemas of kubernetes-validate in strict mode."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -18,6 +19,8 @@ from referencing import Registry, Resource
 
 from infra.spec import Finding
 
+from .diskcache import cached, source_hash
+
 # API group -> the component whose CRDs define it (a directory under --crds).
 CRD_COMPONENTS = {
     "kueue.x-k8s.io": "kueue",
@@ -29,6 +32,7 @@ CRD_COMPONENTS = {
 SECRET = "[secret]"  # how plan.json shows a Pulumi secret: its type is unknown offline
 ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_CODE = source_hash(Path(__file__))
 
 
 class ManifestLoader(yaml.CSafeLoader):
@@ -62,6 +66,14 @@ def _archive_crds(archive: Path) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def _parsed(*texts: str) -> list[dict[str, Any]]:
+    """The CRDs in YAML texts, parsed once per content (diskcache)."""
+    def parse() -> list[dict[str, Any]]:
+        return [crd for text in texts for crd in yaml.load_all(text, Loader=ManifestLoader)
+                if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition"]
+    return cached("crds", [_CODE, yaml.__version__, *(hashlib.sha256(t.encode()).hexdigest() for t in texts)], parse)
+
+
 class CrdIndex:
     """openAPIV3Schema per (group, version, kind), read from one component directory each (or a vendored chart
     archive, a `.tgz` path relative to the CRD root, for components whose CRDs ship in their chart; none without a
@@ -82,10 +94,8 @@ class CrdIndex:
             if not folder.is_dir():
                 self.missing.append(rel)
                 continue
-            for path in sorted(folder.rglob("*.yaml")):
-                for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
-                    if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
-                        self._add(crd)
+            for crd in _parsed(*(path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.yaml")))):
+                self._add(crd)
         for crd in installed:
             if crd.get("kind") == "CustomResourceDefinition":
                 self._add(crd, replace=False)
@@ -101,9 +111,8 @@ class CrdIndex:
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
         if kind in self._unparsed:
-            for crd in yaml.load_all(self._unparsed.pop(kind), Loader=ManifestLoader):
-                if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
-                    self._add(crd)
+            for crd in _parsed(self._unparsed.pop(kind)):
+                self._add(crd)
         return self.schemas.get((group, version, kind))
 
 
@@ -157,9 +166,14 @@ def _core_validator(kind: str, api_version: str, k8s_version: str) -> jsonschema
         schema = kv_utils.schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", k8s_version)
     except FileNotFoundError:
         return None
-    definitions = kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)
-    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    registry = Resource.from_contents(schema) @ _definitions(folder, k8s_version)
     return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+@functools.cache
+def _definitions(folder: str, k8s_version: str) -> Registry[Any]:
+    """The shared definitions every kind's schema refers to (4 MB of JSON): read once per version, not per kind."""
+    return Resource.from_contents(kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)) @ Registry()
 
 
 def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:

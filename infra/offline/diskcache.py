@@ -1,0 +1,93 @@
+"""Values that are slow to compute and fully decided by their inputs (chart renders, parsed CRDs), kept on disk by a
+hash of those inputs, so repeated plans and parallel test workers compute each one once.
+
+The key must name everything that decides the value, the code that computes it included (callers pass a hash of
+their own source): any change gives another key, never a stale value. Each call unpickles afresh, so no two
+callers share an object. $TRAINYARD_CACHE moves the cache (default `.cache/offline` in the repository).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+_MEMORY: dict[str, bytes] = {}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TRAINYARD_CACHE") or ROOT / ".cache" / "offline")
+
+
+def source_hash(*paths: Path) -> str:
+    """A hash of source files: part of a key, so editing the code that computes a value invalidates it."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def key_of(parts: Iterable[Any]) -> str:
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=True).encode()).hexdigest()
+
+
+def cached(kind: str, key: Iterable[Any], compute: Callable[[], T], directory: Path | None = None) -> T:
+    """compute()'s value for `key` (JSON-serialisable), from this process, else from disk, else computed and stored.
+    Processes that miss the same key at once wait for the first one's value instead of computing it again."""
+    digest = key_of([kind, *key])
+    if digest in _MEMORY:
+        return pickle.loads(_MEMORY[digest])
+    path = (directory or cache_dir()) / kind / f"{digest}.pickle"
+    found = _load(path)
+    if found is None:
+        with _locked(path):
+            found = _load(path)
+            if found is None:
+                value = compute()
+                found = (pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), value)
+                _store(path, found[0])
+    blob, value = found
+    _MEMORY[digest] = blob
+    return value
+
+
+def _load(path: Path) -> tuple[bytes, Any] | None:
+    """A stored value and its bytes; None when missing or unreadable (then computed again and replaced)."""
+    try:
+        blob = path.read_bytes()
+        return blob, pickle.loads(blob)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_suffix(".lock"), "a")  # noqa: SIM115 (held until the value is stored)
+    except OSError:
+        yield  # a read-only cache: nothing to share, nothing to lock
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _store(path: Path, blob: bytes) -> None:
+    """Written whole under a temporary name, then renamed: a reader in another process sees all of it or nothing.
+    A cache that cannot be written (read-only checkout) only costs time."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".partial", delete=False) as handle:
+            handle.write(blob)
+        os.replace(handle.name, path)
+    except OSError:
+        pass

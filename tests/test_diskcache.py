@@ -1,0 +1,69 @@
+"""The on-disk cache of renders and parsed CRDs: a value per key, computed once, never stale, never shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.offline import diskcache
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TRAINYARD_CACHE", str(tmp_path))
+    monkeypatch.setattr(diskcache, "_MEMORY", {})
+    return tmp_path
+
+
+def _counting(value: Any) -> tuple[list[int], Any]:
+    calls: list[int] = []
+
+    def compute() -> Any:
+        calls.append(1)
+        return value
+    return calls, compute
+
+
+def test_a_value_is_computed_once_and_read_from_disk_by_another_process(cache: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls, compute = _counting({"a": [1, 2]})
+    assert diskcache.cached("t", ["k"], compute) == {"a": [1, 2]}
+    monkeypatch.setattr(diskcache, "_MEMORY", {})  # as a fresh process sees it
+    assert diskcache.cached("t", ["k"], compute) == {"a": [1, 2]}
+    assert len(calls) == 1
+    assert len(list((cache / "t").glob("*.pickle"))) == 1
+
+
+def test_any_change_of_the_key_computes_again(cache: Path) -> None:
+    calls, compute = _counting("v")
+    for key in (["k", {"values": 1}], ["k", {"values": 2}], ["k", {"values": 1}, "code v2"]):
+        diskcache.cached("t", key, compute)
+    assert len(calls) == 3
+    diskcache.cached("t", ["k", {"values": 2}], compute)
+    assert len(calls) == 3
+
+
+def test_each_caller_gets_its_own_objects(cache: Path) -> None:
+    first = diskcache.cached("t", ["k"], lambda: {"spec": {"replicas": 1}})
+    first["spec"]["replicas"] = 99
+    assert diskcache.cached("t", ["k"], lambda: {"spec": {"replicas": 1}}) == {"spec": {"replicas": 1}}
+
+
+def test_an_unreadable_file_is_computed_again_and_replaced(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    diskcache.cached("t", ["k"], lambda: "good")
+    [stored] = (cache / "t").glob("*.pickle")
+    stored.write_bytes(b"\x80\x05truncated")
+    monkeypatch.setattr(diskcache, "_MEMORY", {})
+    calls, compute = _counting("good")
+    assert diskcache.cached("t", ["k"], compute) == "good"
+    assert len(calls) == 1 and diskcache._load(stored) is not None
+
+
+def test_source_hash_changes_with_the_code(tmp_path: Path) -> None:
+    code = tmp_path / "m.py"
+    code.write_text("x = 1\n")
+    before = diskcache.source_hash(code)
+    code.write_text("x = 2\n")
+    assert diskcache.source_hash(code) != before
