@@ -5,6 +5,7 @@ Kubernetes OpenAPI schemas of kubernetes-validate in strict mode."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,20 @@ def _string(loader: ManifestLoader, node: yaml.Node) -> Any:
 
 
 ManifestLoader.add_constructor("tag:yaml.org,2002:value", _string)
+
+
+def default_crds_dir(root: Path) -> Path | None:
+    """$TRAINYARD_CRDS (where `make crds` fetched them), else ../shared/crds, when present."""
+    candidate = Path(os.environ.get("TRAINYARD_CRDS") or root.parent / "shared" / "crds")
+    return candidate if candidate.is_dir() else None
+
+
+@functools.cache
+def _folder_crds(folder: Path) -> tuple[dict[str, Any], ...]:
+    """The CRDs of one pinned component directory, parsed once per process (the pack builds an index per run)."""
+    return tuple(crd for path in sorted(folder.rglob("*.yaml"))
+                 for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+                 if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition")
 
 
 _NAMES_KIND = re.compile(r"^    kind: (\w+)$", re.MULTILINE)  # spec.names.kind in controller-gen's layout
@@ -82,10 +97,8 @@ class CrdIndex:
             if not folder.is_dir():
                 self.missing.append(rel)
                 continue
-            for path in sorted(folder.rglob("*.yaml")):
-                for crd in yaml.load_all(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
-                    if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
-                        self._add(crd)
+            for crd in _folder_crds(folder.resolve()):
+                self._add(crd)
         for crd in installed:
             if crd.get("kind") == "CustomResourceDefinition":
                 self._add(crd, replace=False)

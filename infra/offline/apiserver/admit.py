@@ -10,9 +10,8 @@ from typing import Any
 import yaml
 
 from infra.offline import engine
-from infra.offline.checks import default_crds_dir
 from infra.offline.plan import objects
-from infra.offline.schema import CrdIndex
+from infra.offline.schema import CrdIndex, default_crds_dir
 from infra.spec import Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 

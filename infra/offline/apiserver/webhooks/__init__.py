@@ -16,6 +16,7 @@ from . import jobset_v0_12, kueue_v0_19, kueue_v0_19_workload, trainer_v2_2
 
 Check = Callable[[dict[str, Any], ClusterState], list[Refusal]]
 KUEUE, TRAINER, JOBSET, BATCH = "kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "batch"
+GROUPS = frozenset({KUEUE, TRAINER, JOBSET, BATCH})  # the API groups whose objects the rules review or look up
 
 
 @dataclass(frozen=True)
