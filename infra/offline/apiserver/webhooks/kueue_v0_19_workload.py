@@ -30,13 +30,13 @@ def _refuse(field: str, message: str) -> Refusal:
     return Refusal(FAMILY, field, message)
 
 
-def labels(values: dict[str, Any], path: str) -> list[Refusal]:
+def _labels(values: dict[str, Any], path: str) -> list[Refusal]:
     """apimachinery metav1validation.ValidateLabels: keys are qualified names, values label values."""
     return [_refuse(path, f"Invalid value: {key!r}: {problem}")
             for key, value in values.items() for problem in qualified_name(key) + label_value(str(value))]
 
 
-def annotations(values: dict[str, Any], path: str) -> list[Refusal]:
+def _annotations(values: dict[str, Any], path: str) -> list[Refusal]:
     """apimachinery apivalidation.ValidateAnnotations: keys are qualified names in any case; 256 KiB in all."""
     found = [_refuse(path, f"Invalid value: {key!r}: {problem}")
              for key in values for problem in qualified_name(key.lower())]
@@ -84,8 +84,8 @@ def _pod_set(pod_set: dict[str, Any], path: str) -> list[Refusal]:
     """validatePodSet."""
     template = pod_set.get("template", {})
     meta, spec = template.get("metadata", {}), template.get("spec", {})
-    found = labels(meta.get("labels", {}), f"{path}.template.metadata.labels")
-    found += annotations(meta.get("annotations", {}), f"{path}.template.metadata.annotations")
+    found = _labels(meta.get("labels", {}), f"{path}.template.metadata.labels")
+    found += _annotations(meta.get("annotations", {}), f"{path}.template.metadata.annotations")
     for field in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(field, [])):
             where = f"{path}.template.spec.{field}[{i}].resources"
