@@ -137,6 +137,9 @@ def test_admit_gives_a_submitted_workload_the_webhooks_answer() -> None:
     bad = copy.deepcopy(good)
     bad["metadata"]["name"] = "wl-bad"
     bad["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["pods"] = "1"
+    # status is Kueue's to write: dropped on create, so its CEL rule (clusterName excludes nominatedClusterNames)
+    # does not refuse the Workload
+    good["status"] = {"clusterName": "a", "nominatedClusterNames": ["b"]}
     lines, refused = answer(platform, capture_of("onprem-lab"), [good, bad], crds)
     assert refused == 1
     assert "admitted Workload/vision/wl" in lines

@@ -68,7 +68,9 @@ def _missing_namespace(obj: dict[str, Any], cluster: ClusterState) -> list[Refus
 def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
            crds: CrdIndex | None) -> tuple[list[str], int]:
     """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
-    what the stack renders plus what is submitted together."""
+    what the stack renders plus what is submitted together. Each is a CREATE: the API server drops `status`
+    before admission (it is the controllers' to write, through the status subresource)."""
+    submitted = [{key: value for key, value in obj.items() if key != "status"} for obj in submitted]
     cluster = ClusterState([obj for _, obj in objects(capture)] + submitted)
     reviewer = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes)
     lines: list[str] = []
