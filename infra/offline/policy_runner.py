@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -114,7 +115,9 @@ class _Adapter:
         return ResourceValidationArgs(record.type, _props(record), record.urn, record.name, self.options(record),
                                       self.providers[record.urn], dict(config))
 
-    def stack_resources(self) -> list[PolicyResource]:
+    @functools.cached_property
+    def resources(self) -> tuple[PolicyResource, ...]:
+        """The stack's resources, built once: the SDK's analyzer hands every stack policy the same objects."""
         resources = {r.urn: PolicyResource(r.type, _props(r), r.urn, r.name, self.options(r),
                                            self.providers[r.urn], None, [], {}) for r in self.records}
         for record in self.records:
@@ -122,7 +125,7 @@ class _Adapter:
             resource.parent = resources.get(self.urns.get(record.parent, ""))
             resource.dependencies = [resources[self.urns[d]] for d in record.depends_on
                                      if self.urns.get(d) in resources]
-        return list(resources.values())
+        return tuple(resources.values())
 
     def label(self, urn: str | None, stack: str) -> str:
         record = self.by_urn.get(urn or "")
@@ -163,7 +166,7 @@ def _run_policy(policy: Policy, level: EnforcementLevel, adapter: _Adapter, prop
                                  lambda message, urn=None, where=where: found.append(
                                      Violation(policy.name, level.value, where, message)), where))
     elif isinstance(policy, StackValidationPolicy):
-        stopped.append(_call(policy, StackValidationArgs(adapter.stack_resources(), dict(props)),
+        stopped.append(_call(policy, StackValidationArgs(list(adapter.resources), dict(props)),
                              lambda message, urn=None: found.append(
                                  Violation(policy.name, level.value, adapter.label(urn, stack), message)),
                              f"stack {stack}"))
