@@ -14,9 +14,10 @@ from pathlib import Path
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
-from infra.offline.checks import default_crds_dir, run_checks
+from infra.offline.checks import run_checks
 from infra.offline.plan import write
 from infra.offline.report import summary
+from infra.offline.schema import default_crds_dir
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 

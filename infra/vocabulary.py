@@ -135,6 +135,7 @@ PACK_RULES = (
     "pinned-versions", "no-tenant-cluster-admin", "team-namespace-baseline", "gpu-tolerations",
     "data-volumes-retain", "stateful-protected", "no-plaintext-secrets", "kueue-trainer-compatible",
     "tenant-rbac", "tenant-network", "team-pod-security", "no-private-keys", "queue-isolation",
+    "crd-cel", "operator-webhooks", "apiserver-not-checked",
 )
 # The in-cluster ValidatingAdmissionPolicies (infra/platform/admission.py).
 QUEUE_POLICY = "trainyard-queue-required"

@@ -85,6 +85,20 @@ def images(value: Any) -> Iterator[str]:
             yield from images(item)
 
 
+CHART_COMPONENTS = ("kueue", "kubeflow-trainer", "jobset")
+
+
+def chart_versions(resources: Sequence[Any]) -> dict[str, tuple[str, Any]]:
+    """Chart name (last path segment of its reference) -> (version, resource) for the charts we pin."""
+    found: dict[str, tuple[str, Any]] = {}
+    for resource in resources:
+        if resource.resource_type in CHART_TYPES:
+            chart = str(resource.props.get("chart") or "").rstrip("/").rsplit("/", 1)[-1]
+            if chart in CHART_COMPONENTS:
+                found[chart] = (str(resource.props.get("version") or "").lstrip("v"), resource)
+    return found
+
+
 def objects(resources: Sequence[PolicyResource], kind: str) -> list[PolicyResource]:
     return [r for r in resources if kind_of(r.resource_type) == kind]
 

@@ -7,7 +7,7 @@ which namespaces belong to teams reads the Namespaces' team label, not the spec.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pulumi_policy import (
@@ -26,8 +26,8 @@ from infra.spec.pins import EXACT_VERSION, unpinned_image
 from infra.spec.versions import DEFAULT_JOBSET, Versions, verdicts
 from infra.vocabulary import PACK_RULES, TEAM_LABEL
 
-from . import stackconfig
-from .kube import CHART_TYPES, get, images, items, meta, objects, team_namespaces, tenant_subjects
+from . import apiserver_rules, stackconfig
+from .kube import CHART_TYPES, chart_versions, get, images, items, meta, objects, team_namespaces, tenant_subjects
 from .tenancy_rules import no_private_keys, queue_isolation, team_pod_security, tenant_network, tenant_rbac
 from .tolerations import gpu_tolerations
 
@@ -51,7 +51,6 @@ RETAINED_TYPES = frozenset({
     "kubernetes:core/v1:PersistentVolumeClaim",
 })
 WILDCARD_ROLE = ("ClusterRole", "cluster-admin")
-CHART_COMPONENTS = ("kueue", "kubeflow-trainer", "jobset")
 
 
 # --- pinned-versions -------------------------------------------------------------------------------------
@@ -190,17 +189,6 @@ def _no_plaintext_secrets(args: StackValidationArgs, report: ReportViolation) ->
 
 # --- kueue-trainer-compatible -----------------------------------------------------------------------------
 
-def chart_versions(resources: Sequence[Any]) -> dict[str, tuple[str, Any]]:
-    """Chart name (last path segment of its reference) -> (version, resource) for the charts we pin."""
-    found: dict[str, tuple[str, Any]] = {}
-    for resource in resources:
-        if resource.resource_type in CHART_TYPES:
-            chart = str(resource.props.get("chart") or "").rstrip("/").rsplit("/", 1)[-1]
-            if chart in CHART_COMPONENTS:
-                found[chart] = (str(resource.props.get("version") or "").lstrip("v"), resource)
-    return found
-
-
 def _compatible(args: StackValidationArgs, report: ReportViolation) -> None:
     charts = chart_versions(args.resources)
     if "kueue" not in charts or "kubeflow-trainer" not in charts:
@@ -229,10 +217,10 @@ def _resource(name: str, description: str, validate: Callable[[ResourceValidatio
 
 
 def _stack(name: str, description: str, validate: Callable[[StackValidationArgs, ReportViolation], None],
-           severity: Severity, config_schema: PolicyConfigSchema | None = None) -> StackValidationPolicy:
-    return StackValidationPolicy(name=name, description=description, validate=validate,
-                                 enforcement_level=EnforcementLevel.MANDATORY, severity=severity,
-                                 config_schema=config_schema)
+           severity: Severity, config_schema: PolicyConfigSchema | None = None,
+           level: EnforcementLevel = EnforcementLevel.MANDATORY) -> StackValidationPolicy:
+    return StackValidationPolicy(name=name, description=description, validate=validate, enforcement_level=level,
+                                 severity=severity, config_schema=config_schema)
 
 
 ADMIN_GROUPS_SCHEMA = PolicyConfigSchema(properties={
@@ -266,6 +254,13 @@ POLICIES: list[Policy] = [
     _stack("no-private-keys", "No private key in a ConfigMap.", no_private_keys, Severity.CRITICAL),
     _stack("queue-isolation", "Every ClusterQueue names its namespaces; no PriorityClass outranks the platform's "
            "priorities.", queue_isolation, Severity.HIGH),
+    _stack("crd-cel", "Custom resources pass their CRDs' CEL rules (x-kubernetes-validations) as the API server "
+           "evaluates them.", apiserver_rules.crd_cel, Severity.HIGH),
+    _stack("operator-webhooks", "Objects pass the validating webhooks of the installed Kueue, Trainer and JobSet.",
+           apiserver_rules.operator_webhooks, Severity.HIGH),
+    _stack("apiserver-not-checked", "Lists what crd-cel and operator-webhooks could not judge: a CEL rule the "
+           "offline evaluator lacks, a version without webhook rules, values unknown during preview.",
+           apiserver_rules.not_checked, Severity.LOW, level=EnforcementLevel.ADVISORY),
 ]
 POLICY_NAMES = frozenset(policy.name for policy in POLICIES)
 assert frozenset(PACK_RULES) == POLICY_NAMES, "infra/vocabulary.py PACK_RULES must name the pack's rules"

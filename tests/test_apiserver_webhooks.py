@@ -8,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver.plan_checks import webhook_findings
 from infra.offline.apiserver.state import ClusterState
 from infra.offline.apiserver.webhooks import REGISTRY, review, rules_for
-from infra.offline.plan import objects
 from infra.spec.versions import Versions
-
-from .conftest import capture_of, platform_of
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TRAINER = "trainer.kubeflow.org/v1alpha1"
@@ -222,16 +218,3 @@ def test_jobset_group_name_and_subdomain() -> None:
     jobset["spec"]["network"] = {"subdomain": "1train"}
     jobset["spec"]["replicatedJobs"][0]["groupName"] = "Group"
     assert len(refusals(jobset)) == 2
-
-
-def test_plan_reports_a_rendered_object_the_webhooks_would_refuse() -> None:
-    rendered = copy.deepcopy([obj for _, obj in objects(capture_of("onprem-lab"))])
-    versions = platform_of("onprem-lab").spec.versions
-    assert webhook_findings(rendered, versions) == []
-    queue = next(o for o in rendered if o["kind"] == "ClusterQueue")
-    quota = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
-    quota["lendingLimit"] = "999999"
-    findings = webhook_findings(rendered, versions)
-    assert [(f.check, f.subject, f.severity) for f in findings] == [
-        ("webhook:kueue", f"ClusterQueue/{queue['metadata']['name']}", "error")]
-    assert findings[0].message.endswith("lendingLimit: must be less than or equal to the nominalQuota")

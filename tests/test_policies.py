@@ -11,7 +11,7 @@ import pytest
 
 from infra.offline.engine import Capture, Registration
 from infra.offline.policy_runner import Violation, run_pack
-from policies.rules import POLICY_NAMES
+from policies.rules import POLICIES, POLICY_NAMES
 
 CHART = "kubernetes:helm.sh/v4:Chart"
 NS, QUOTA, LIMITS = "kubernetes:core/v1:Namespace", "kubernetes:core/v1:ResourceQuota", "kubernetes:core/v1:LimitRange"
@@ -290,15 +290,32 @@ VIOLATING.update({
                                                                       globalDefault=True))), "PriorityClass dflt"),
     ],
 })
+VIOLATING.update({
+    "crd-cel": [("a flavor quotas fewer resources than the group covers",
+                 edit("cq-vision", _set(("spec", "resourceGroups", 0, "coveredResources"), ["nvidia.com/gpu", "cpu"])),
+                 "ClusterQueue cq-vision")],
+    "operator-webhooks": [
+        ("a lending limit outside a cohort", edit("cq-vision", _set(
+            ("spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "lendingLimit"), "4")),
+         "ClusterQueue cq-vision"),
+        ("two taints with one key and effect", edit("flavor-h100", _set(
+            ("spec", "nodeTaints"), [GPU_TAINT, {**GPU_TAINT, "value": "other"}])), "ResourceFlavor flavor-h100"),
+    ],
+    "apiserver-not-checked": [("a JobSet minor without webhook rules", edit("jobset", _set(("version",), "0.11.0")),
+                               "stack test")],
+})
+LEVELS = {policy.name: policy.enforcement_level.value for policy in POLICIES if policy.enforcement_level}
 CASES = [(rule, why, records, where) for rule, cases in VIOLATING.items() for why, records, where in cases]
 
 
 @pytest.mark.parametrize(("rule", "why", "records", "where"), CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
 def test_violation_is_caught_by_its_rule(rule: str, why: str, records: dict[str, Registration], where: str) -> None:
     found = violations(records)
+    if rule != "apiserver-not-checked":  # a version without webhook rules is listed as well (its own case)
+        found = [v for v in found if v.policy != "apiserver-not-checked"]
     assert {v.policy for v in found} == {rule}, (why, found)
     assert where in {v.resource for v in found}, (why, found)
-    assert all(v.level == "mandatory" for v in found)
+    assert all(v.level == LEVELS[rule] for v in found)
 
 
 def test_every_rule_has_a_violating_fixture() -> None:

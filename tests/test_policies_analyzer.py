@@ -64,7 +64,9 @@ def test_pack_serves_its_policies(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> N
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=CALL_TIMEOUT)
     assert info.name == "trainyard"
     assert {policy.name for policy in info.policies} == POLICY_NAMES
-    assert all(policy.enforcementLevel == analyzer_pb2.MANDATORY for policy in info.policies)
+    assert {policy.name for policy in info.policies if policy.enforcementLevel != analyzer_pb2.MANDATORY} == {
+        "apiserver-not-checked"}
+    assert {policy.enforcementLevel for policy in info.policies} == {analyzer_pb2.MANDATORY, analyzer_pb2.ADVISORY}
 
 
 def test_analyze_reports_an_unpinned_chart(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
@@ -85,6 +87,35 @@ def test_analyze_stack_reports_a_bare_team_namespace(analyzer: analyzer_pb2_grpc
     # no quota, limits or deny policy; and no Pod Security level enforced
     assert sorted((d.policyName, d.urn) for d in response.diagnostics) == [("team-namespace-baseline", urn),
                                                                            ("team-pod-security", urn)]
+
+
+def test_analyze_stack_refuses_what_the_api_server_would(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    """At `pulumi preview`: a ClusterQueue whose flavor quotas fewer resources than its group covers breaks a CEL
+    rule of Kueue's CRD, and one that lends more than its nominal quota breaks Kueue's webhook."""
+    groups = [{"coveredResources": ["nvidia.com/gpu", "cpu"],
+               "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]
+    lending = [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": 8, "lendingLimit": 9}]}]}]
+    resources = []
+    for name, spec in (("cq-cel", {"resourceGroups": groups}),
+                       ("cq-lend", {"cohortName": "all", "resourceGroups": lending}),
+                       ("cq-ok", {"cohortName": "all", "resourceGroups": [dict(lending[0], flavors=[{
+                           "name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8,
+                                                          "lendingLimit": 8}]}])]})):
+        props = struct_pb2.Struct()
+        props.update({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                      "spec": spec})
+        type_ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+        resources.append(analyzer_pb2.AnalyzerResource(type=type_, properties=props, name=name,
+                                                       urn=f"urn:pulumi:test::trainyard::{type_}::{name}"))
+    response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=CALL_TIMEOUT)
+    found = sorted((d.policyName, d.urn.rsplit("::", 1)[-1], d.message.split("\n", 1)[-1])
+                   for d in response.diagnostics if d.policyName in ("crd-cel", "operator-webhooks"))
+    assert found == [
+        ("crd-cel", "cq-cel", "ClusterQueue/cq-cel: spec.resourceGroups[0]: flavors must have the same number of "
+         "resources as the coveredResources"),
+        ("operator-webhooks", "cq-lend", "kueue: ClusterQueue/cq-lend: spec.resourceGroups[0].flavors[0].resources[0]."
+         "lendingLimit: must be less than or equal to the nominalQuota")]
 
 
 def test_pack_config_sets_levels(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:

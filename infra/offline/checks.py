@@ -5,7 +5,6 @@ A check takes the run's context and returns findings; concerns add theirs to CHE
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 from infra.spec import Finding, Platform
 from infra.spec.capacity import capacity_findings
 
-from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook_findings
+from .apiserver.plan_checks import admission_findings
 from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
 from .engine import Capture, Registration
@@ -47,16 +46,6 @@ def check_schemas(ctx: Context) -> list[Finding]:
     return schema_findings(ctx.objects(), ctx.crds, ctx.platform.spec.versions.kubernetes)
 
 
-def check_crd_cel(ctx: Context) -> list[Finding]:
-    """The CEL rules (x-kubernetes-validations) of the pinned CRDs on every custom resource."""
-    return crd_cel_findings(ctx.objects(), ctx.crds)
-
-
-def check_webhooks(ctx: Context) -> list[Finding]:
-    """The validating webhooks of the pinned Kueue, Trainer and JobSet, re-checked offline."""
-    return webhook_findings(ctx.objects(), ctx.platform.spec.versions)
-
-
 def check_admission(ctx: Context) -> list[Finding]:
     """The platform passes its own admission: the stack's ValidatingAdmissionPolicies and Pod Security."""
     return admission_findings(ctx.objects())
@@ -64,8 +53,9 @@ def check_admission(ctx: Context) -> list[Finding]:
 
 def check_policies(ctx: Context) -> list[Finding]:
     """The CrossGuard pack (policies/) over the registrations: pins, tenant bindings, namespace baseline,
-    GPU tolerations, retained volumes, protected state, secrets, version compatibility."""
-    return policy_findings(ctx.platform, ctx.capture)
+    GPU tolerations, retained volumes, protected state, secrets, version compatibility, and the CRDs' CEL rules
+    and the operators' webhooks (on the CRDs of this run: the pack's rules are these checks, not a copy)."""
+    return policy_findings(ctx.platform, ctx.capture, ctx.crds)
 
 
 def check_backup(ctx: Context) -> list[Finding]:
@@ -84,14 +74,8 @@ def check_observability(ctx: Context) -> list[Finding]:
 
 
 Check = Callable[[Context], list[Finding]]
-CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
+CHECKS: list[Check] = [check_capacity, check_schemas, check_admission, check_policies,
                        check_backup, check_observability, *CHART_CHECKS, check_prerequisites, check_needs_cover_objects]
-
-
-def default_crds_dir(root: Path) -> Path | None:
-    """$TRAINYARD_CRDS (where `make crds` fetched them), else ../shared/crds, when present."""
-    candidate = Path(os.environ.get("TRAINYARD_CRDS") or root.parent / "shared" / "crds")
-    return candidate if candidate.is_dir() else None
 
 
 def run_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:

@@ -10,6 +10,7 @@ own level, then the pack's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,16 +30,17 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 from pulumi_policy.policy import _NotApplicableError
-from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from infra.spec import Finding, Platform, stack_path
 from infra.spec.findings import Severity
 from infra.spec.load import read_stack_config
-from policies import stackconfig
+from policies import apiserver_rules, stackconfig
 from policies.config import pack_config
 from policies.rules import PACK_LEVEL, POLICIES
 
 from .engine import Capture, Registration
+from .schema import CrdIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,7 +114,9 @@ class _Adapter:
         return ResourceValidationArgs(record.type, _props(record), record.urn, record.name, self.options(record),
                                       self.providers[record.urn], dict(config))
 
-    def stack_resources(self) -> list[PolicyResource]:
+    @functools.cached_property
+    def resources(self) -> tuple[PolicyResource, ...]:
+        """The stack's resources, built once: the SDK's analyzer hands every stack policy the same objects."""
         resources = {r.urn: PolicyResource(r.type, _props(r), r.urn, r.name, self.options(r),
                                            self.providers[r.urn], None, [], {}) for r in self.records}
         for record in self.records:
@@ -120,7 +124,7 @@ class _Adapter:
             resource.parent = resources.get(self.urns.get(record.parent, ""))
             resource.dependencies = [resources[self.urns[d]] for d in record.depends_on
                                      if self.urns.get(d) in resources]
-        return list(resources.values())
+        return tuple(resources.values())
 
     def label(self, urn: str | None, stack: str) -> str:
         record = self.by_urn.get(urn or "")
@@ -158,15 +162,19 @@ def _props(record: Registration) -> Any:
     return _Props(record.inputs)
 
 
-def _call(policy: Policy, args: Any, report: Any) -> bool:
-    """Run one validation; False when the policy declared itself not applicable."""
+def _call(policy: Policy, args: Any, report: Any, where: str) -> Violation | None:
+    """Run one validation. A value unknown during preview stops the policy, which the SDK's analyzer reports as
+    an advisory diagnostic (returned here as a Violation); a policy that declares itself not applicable is quiet."""
     try:
         result = policy.validate(args, report)  # type: ignore[attr-defined]
         if inspect.isawaitable(result):
             asyncio.run(_wait(result))
+    except UnknownValueError as error:
+        return Violation(policy.name, EnforcementLevel.ADVISORY.value, where,
+                         f"can't run during preview: {error.message}")
     except _NotApplicableError:
-        return False
-    return True
+        pass
+    return None
 
 
 async def _wait(result: Any) -> None:
@@ -176,26 +184,30 @@ async def _wait(result: Any) -> None:
 def _run_policy(policy: Policy, level: EnforcementLevel, adapter: _Adapter, props: Mapping[str, Any],
                 stack: str) -> list[Violation]:
     found: list[Violation] = []
+    stopped: list[Violation | None] = []
     if isinstance(policy, ResourceValidationPolicy):
         for record in adapter.records:
             where = _label(record)
-            _call(policy, adapter.resource_args(record, props),
-                  lambda message, urn=None, where=where: found.append(
-                      Violation(policy.name, level.value, where, message)))
+            stopped.append(_call(policy, adapter.resource_args(record, props),
+                                 lambda message, urn=None, where=where: found.append(
+                                     Violation(policy.name, level.value, where, message)), where))
     elif isinstance(policy, StackValidationPolicy):
-        _call(policy, StackValidationArgs(adapter.stack_resources(), dict(props)),
-              lambda message, urn=None: found.append(
-                  Violation(policy.name, level.value, adapter.label(urn, stack), message)))
-    return found
+        stopped.append(_call(policy, StackValidationArgs(list(adapter.resources), dict(props)),
+                             lambda message, urn=None: found.append(
+                                 Violation(policy.name, level.value, adapter.label(urn, stack), message)),
+                             f"stack {stack}"))
+    return found + [violation for violation in stopped if violation is not None]
 
 
 def run_pack(capture: Capture, config: Mapping[str, Any], stack_config: Mapping[str, Any],
-             policies: Sequence[Policy] = POLICIES, pack_level: EnforcementLevel = PACK_LEVEL) -> list[Violation]:
-    """Every violation of the pack over one capture, with the config the stack's JSON would give the CLI."""
+             policies: Sequence[Policy] = POLICIES, pack_level: EnforcementLevel = PACK_LEVEL,
+             crds: CrdIndex | None = None) -> list[Violation]:
+    """Every violation of the pack over one capture, with the config the stack's JSON would give the CLI; `crds`:
+    the run's CRD index (else the pack builds one as under the CLI)."""
     adapter = _Adapter(capture.resources)
     levels = resolve_levels(policies, pack_level, config)
     found: list[Violation] = []
-    with stackconfig.using(stack_config):
+    with stackconfig.using(stack_config), apiserver_rules.using(crds):
         for policy in policies:
             if levels[policy.name] != EnforcementLevel.DISABLED:
                 found += _run_policy(policy, levels[policy.name], adapter, settings(config, policy.name),
@@ -203,9 +215,9 @@ def run_pack(capture: Capture, config: Mapping[str, Any], stack_config: Mapping[
     return sorted(set(found))
 
 
-def policy_findings(platform: Platform, capture: Capture) -> list[Finding]:
+def policy_findings(platform: Platform, capture: Capture, crds: CrdIndex | None = None) -> list[Finding]:
     """The pack over a captured stack, with the stack's own levels and settings; the stack file it was loaded
     from (else the one its name gives) is what the no-plaintext-secrets rule judges."""
     path = platform.source or stack_path(platform.stack, ROOT)
     stack_config = read_stack_config(path) if path.is_file() else {}
-    return [v.finding() for v in run_pack(capture, pack_config(platform), stack_config)]
+    return [v.finding() for v in run_pack(capture, pack_config(platform), stack_config, crds=crds)]

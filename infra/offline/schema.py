@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -45,6 +46,12 @@ def _string(loader: ManifestLoader, node: yaml.Node) -> Any:
 
 
 ManifestLoader.add_constructor("tag:yaml.org,2002:value", _string)
+
+
+def default_crds_dir(root: Path) -> Path | None:
+    """$TRAINYARD_CRDS (where `make crds` fetched them), else ../shared/crds, when present."""
+    candidate = Path(os.environ.get("TRAINYARD_CRDS") or root.parent / "shared" / "crds")
+    return candidate if candidate.is_dir() else None
 
 
 _NAMES_KIND = re.compile(r"^    kind: (\w+)$", re.MULTILINE)  # spec.names.kind in controller-gen's layout

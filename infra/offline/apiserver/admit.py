@@ -10,9 +10,8 @@ from typing import Any
 import yaml
 
 from infra.offline import engine
-from infra.offline.checks import default_crds_dir
 from infra.offline.plan import objects
-from infra.offline.schema import CrdIndex
+from infra.offline.schema import CrdIndex, default_crds_dir
 from infra.spec import Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 
@@ -69,7 +68,9 @@ def _missing_namespace(obj: dict[str, Any], cluster: ClusterState) -> list[Refus
 def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
            crds: CrdIndex | None) -> tuple[list[str], int]:
     """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
-    what the stack renders plus what is submitted together."""
+    what the stack renders plus what is submitted together. Each is a CREATE: the API server drops `status`
+    before admission (it is the controllers' to write, through the status subresource)."""
+    submitted = [{key: value for key, value in obj.items() if key != "status"} for obj in submitted]
     cluster = ClusterState([obj for _, obj in objects(capture)] + submitted)
     reviewer = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes)
     lines: list[str] = []

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import celpy
-from celpy import celtypes
+from celpy import celtypes, evaluation
 
 from . import quantity
 
@@ -110,6 +110,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 
 _ENV = celpy.Environment()
+# What an expression may call: cel-python's standard functions, the macros its parser expands, and the library above.
+_KNOWN_CALLS = frozenset({*evaluation.base_functions, *FUNCTIONS,
+                          "has", "all", "exists", "exists_one", "map", "filter"})
 _UNKNOWN_CALL = re.compile(r"undeclared reference to '(\w+)'|no function '(\w+)'")
 
 
@@ -119,9 +122,14 @@ class Program:
     def __init__(self, expression: str) -> None:
         self.expression = expression
         try:
-            self._program = _ENV.program(_ENV.compile(expression), functions=FUNCTIONS)
+            tree = _ENV.compile(expression)
+            self._program = _ENV.program(tree, functions=FUNCTIONS)
         except Exception as error:  # celpy raises its own parse errors; all mean "cannot evaluate here"
             raise Unevaluable(f"does not compile: {str(error).splitlines()[0][:160]}") from error
+        # Found here rather than when a run reaches the call: a rule is listed as not evaluable without an object.
+        unknown = sorted(_calls(tree) - _KNOWN_CALLS)
+        if unknown:
+            raise Unevaluable(f"function {unknown[0]}() is not implemented")
 
     def run(self, activation: dict[str, Any]) -> Any:
         try:
@@ -142,6 +150,17 @@ class EvalError(Exception):
         missing = _UNKNOWN_CALL.search(text)
         self.unknown_function = next((g for g in missing.groups() if g), "") if missing else ""
         super().__init__(text.split(" (in activation")[0][:200])
+
+
+def _calls(tree: Any) -> set[str]:
+    """Names of the functions and macros an expression calls (`f(x)` and `x.f(y)` in celpy's parse tree)."""
+    found = set()
+    for node in tree.iter_subtrees():
+        if node.data == "member_dot_arg":
+            found.add(str(node.children[1]))
+        elif node.data == "ident_arg":
+            found.add(str(node.children[0]))
+    return found
 
 
 @functools.lru_cache(maxsize=4096)

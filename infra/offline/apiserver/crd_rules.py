@@ -17,6 +17,8 @@ from typing import Any
 from .cel import EvalError, Unevaluable, compiled, is_true, to_cel
 from .verdict import Refusal, Unchecked
 
+OPTIONAL_OLD_SELF = "optionalOldSelf is not supported"
+
 
 @dataclass(frozen=True)
 class CelRule:
@@ -54,6 +56,20 @@ def rules_of(kind: str, schema: dict[str, Any], node: str = "") -> list[CelRule]
     found = _rules_at(kind, node or "(root)", schema)
     for step, child in _children(schema):
         found += rules_of(kind, child, f"{node}{step}".lstrip("."))
+    return found
+
+
+def unevaluable(kind: str, schema: dict[str, Any]) -> list[Unchecked]:
+    """The rules of a CRD version's schema that this library cannot evaluate, whatever the object."""
+    found = []
+    for rule in rules_of(kind, schema):
+        if rule.optional_old_self:
+            found.append(Unchecked(f"{kind} {rule.node}", rule.rule, OPTIONAL_OLD_SELF))
+            continue
+        try:
+            compiled(rule.rule)
+        except Unevaluable as error:
+            found.append(Unchecked(f"{kind} {rule.node}", rule.rule, str(error)))
     return found
 
 
@@ -103,7 +119,7 @@ class Outcome:
 def _evaluate_node(value: Any, schema: dict[str, Any], path: str, kind: str, outcome: Outcome) -> None:
     for rule in _rules_at(kind, path or "(root)", schema):
         if rule.optional_old_self:
-            outcome.unchecked.append(Unchecked(f"{kind} {rule.node}", rule.rule, "optionalOldSelf is not supported"))
+            outcome.unchecked.append(Unchecked(f"{kind} {rule.node}", rule.rule, OPTIONAL_OLD_SELF))
             continue
         cel_self = to_cel(value)
         activation = {"self": cel_self, "oldSelf": cel_self} if rule.transition else {"self": cel_self}

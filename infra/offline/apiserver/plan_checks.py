@@ -1,12 +1,15 @@
-"""The offline API server's checks in `trainyard plan`/`validate`: every object the platform renders goes
-through the rules the live API server would apply to it; each refusal is an error naming object, field
-path and the rule's message; each rule that cannot be evaluated offline is a warning (listed, not skipped)."""
+"""The offline API server over a whole plan: every object the platform renders goes through the rules the live
+API server would apply to it. The CRDs' CEL rules and the operators' webhooks run as rules of the policy pack
+(policies/apiserver_rules.py), under `pulumi preview` and in `trainyard validate` alike; the stack's own admission
+policies and Pod Security are a plan check here. Each refusal names object, field path and the rule's message;
+each rule that cannot be evaluated offline is listed, not skipped."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from infra.offline.schema import CrdIndex, is_custom
+from infra.offline.schema import CrdIndex
 from infra.spec import Finding
 from infra.spec.versions import Versions
 
@@ -24,28 +27,30 @@ def unchecked_findings(family: str, unchecked: set[Unchecked]) -> list[Finding]:
             for u in sorted(unchecked)]
 
 
-def crd_cel_findings(objects: list[dict[str, Any]], index: CrdIndex | None) -> list[Finding]:
-    """The pinned CRDs' CEL rules on every custom resource (schemas come from the pinned CRD directories)."""
-    if index is None:
-        return []
-    findings: list[Finding] = []
-    unchecked: set[Unchecked] = set()
-    for obj in objects:
-        schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if is_custom(obj, index) else None
-        if schema is None:
-            continue  # the schema check reports custom resources without a CRD
-        outcome = crd_rules.evaluate(obj, schema)
-        findings += _findings(obj, outcome.refusals)
-        unchecked.update(outcome.unchecked)
-    return findings + unchecked_findings("crd-cel", unchecked)
+def crd_cel_refusals(objects: Sequence[dict[str, Any]], index: CrdIndex) -> list[tuple[int, Refusal]]:
+    """The pinned CRDs' CEL rules on every custom resource: (position of the object, refusal)."""
+    found = []
+    for position, obj in enumerate(objects):
+        schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", ""))
+        if schema is not None:  # the schema check reports custom resources without a CRD
+            found += [(position, refusal) for refusal in crd_rules.evaluate(obj, schema).refusals]
+    return found
 
 
-def webhook_findings(objects: list[dict[str, Any]], versions: Versions) -> list[Finding]:
-    """The pinned Kueue, Trainer and JobSet webhooks' rules on every object they would see."""
-    rules, missing = webhooks.rules_for(versions)
+def unevaluable_crd_rules(objects: Sequence[dict[str, Any]], index: CrdIndex) -> list[Unchecked]:
+    """The CEL rules of the CRDs these objects use that cannot be evaluated offline, whatever the objects hold."""
+    kinds = sorted({(str(o.get("apiVersion", "")), str(o.get("kind", ""))) for o in objects})
+    schemas = [(kind, index.schema(api_version, kind)) for api_version, kind in kinds]
+    return sorted({u for kind, schema in schemas if schema is not None for u in crd_rules.unevaluable(kind, schema)})
+
+
+def webhook_refusals(objects: Sequence[dict[str, Any]], versions: Versions) -> list[tuple[int, Refusal]]:
+    """The webhook rules of the pinned Kueue, Trainer and JobSet minors on every object they would see:
+    (position of the object, refusal). The rules read the other objects as the cluster they run in."""
+    rules, _ = webhooks.rules_for(versions)
     cluster = ClusterState(objects)
-    findings = [f for obj in objects for f in _findings(obj, webhooks.review(obj, cluster, rules))]
-    return findings + unchecked_findings("webhook", set(missing))
+    return [(position, refusal) for position, obj in enumerate(objects)
+            for refusal in webhooks.review(obj, cluster, rules)]
 
 
 def admission_findings(objects: list[dict[str, Any]]) -> list[Finding]:

@@ -12,10 +12,11 @@ from infra.spec.versions import Versions, minor
 
 from ..state import ClusterState
 from ..verdict import Refusal, Unchecked
-from . import jobset_v0_12, kueue_v0_19, trainer_v2_2
+from . import jobset_v0_12, kueue_v0_19, kueue_v0_19_workload, trainer_v2_2
 
 Check = Callable[[dict[str, Any], ClusterState], list[Refusal]]
 KUEUE, TRAINER, JOBSET, BATCH = "kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "batch"
+GROUPS = frozenset({KUEUE, TRAINER, JOBSET, BATCH})  # the API groups whose objects the rules review or look up
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ REGISTRY: dict[tuple[str, str], tuple[WebhookRule, ...]] = {
         (KUEUE, "ClusterQueue", kueue_v0_19.cluster_queue),
         (KUEUE, "Cohort", kueue_v0_19.cohort),
         (KUEUE, "ResourceFlavor", kueue_v0_19.resource_flavor),
+        (KUEUE, "Workload", kueue_v0_19_workload.workload),
         (BATCH, "Job", kueue_v0_19.queue_name),
         (JOBSET, "JobSet", kueue_v0_19.queue_name),
         (TRAINER, "TrainJob", kueue_v0_19.queue_name),
