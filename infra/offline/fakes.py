@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,11 @@ OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "name": inputs.get("resourceName"),
         "oidcIssuerProfile": {"enabled": True, "issuerURL": "https://oidc.offline.invalid/issuer/"}},
     "azure-native:resources:ResourceGroup": lambda inputs: {"name": inputs.get("resourceGroupName")},
+    # An Entra managed identity: the bucket users' ServiceAccounts carry its client id, role assignments its
+    # principal id (deterministic UUIDs from its name).
+    "azure-native:managedidentity:UserAssignedIdentity": lambda inputs: {
+        "clientId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"client/{inputs.get('resourceName')}")),
+        "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"principal/{inputs.get('resourceName')}"))},
     # The GKE node service account: node pools name it by email, IAM bindings by member.
     "gcp:serviceaccount/account:Account": lambda inputs: {
         "email": f"{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
