@@ -18,6 +18,7 @@ from .apiserver.plan_checks import admission_findings, crd_cel_findings, webhook
 from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
 from .engine import Capture, Registration
+from .firewall_checks import check_webhook_firewall
 from .identity_checks import check_team_data_identity
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
@@ -87,7 +88,7 @@ def check_observability(ctx: Context) -> list[Finding]:
 Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_schemas, check_crd_cel, check_webhooks, check_admission, check_policies,
                        check_backup, check_observability, *CHART_CHECKS, check_prerequisites, check_needs_cover_objects,
-                       check_team_data_identity]
+                       check_team_data_identity, check_webhook_firewall]
 
 
 def default_crds_dir(root: Path) -> Path | None:
