@@ -45,3 +45,8 @@ class ClusterContract:
 
     def identity(self, namespace: str, service_account: str) -> WorkloadIdentity | None:
         return self.identities.get(account_key(namespace, service_account))
+
+    def pod_labels(self, service_account: str) -> dict[str, str]:
+        """What pods running as `service_account` (in whichever namespace) carry for its identities."""
+        return {key: value for name, identity in sorted(self.identities.items())
+                if name.endswith(f"/{service_account}") for key, value in identity.pod_labels.items()}

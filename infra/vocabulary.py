@@ -99,6 +99,11 @@ def pod_specs(kind: str, obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(_walk(obj, POD_SPEC_PATHS[kind])) if kind in POD_SPEC_PATHS else []
 
 
+def pod_templates(kind: str, obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every pod template ({metadata, spec}; a Pod is its own) inside an object of `kind`."""
+    return list(_walk(obj, POD_SPEC_PATHS[kind][:-1])) if kind in POD_SPEC_PATHS else []
+
+
 def containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every container of a pod spec, of every kind (init, regular, ephemeral)."""
     found: list[Mapping[str, Any]] = []

@@ -25,7 +25,8 @@ import yaml
 
 Key = tuple[str, str, str, str]  # (api group, resource, namespace, name)
 KINDS = {"namespaces": "Namespace", "pods": "Pod", "nodes": "Node", "events": "Event", "configmaps": "ConfigMap",
-         "persistentvolumeclaims": "PersistentVolumeClaim", "jobs": "Job", "cronjobs": "CronJob",
+         "persistentvolumeclaims": "PersistentVolumeClaim", "serviceaccounts": "ServiceAccount", "jobs": "Job",
+         "cronjobs": "CronJob",
          "deployments": "Deployment", "customresourcedefinitions": "CustomResourceDefinition",
          "trainjobs": "TrainJob", "workloads": "Workload", "localqueues": "LocalQueue",
          "clusterqueues": "ClusterQueue"}

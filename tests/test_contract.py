@@ -5,6 +5,7 @@ capability a cloud kind claims has its mechanism in the plan; no cloud stack nee
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,11 @@ def _inputs(stack: str, type_: str, name: str) -> dict[str, Any]:
 
 def test_eks_provides_by_its_own_mechanisms() -> None:
     cluster = _inputs("aws-prod", "eks:index:Cluster", "eks")
-    assert cluster["vpcCniOptions"]["enableNetworkPolicy"] is True
     assert (cluster["endpointPublicAccess"], cluster["publicAccessCidrs"]) == (True, ["203.0.113.0/24",
                                                                                        "198.51.100.0/24"])
     addons = {r.inputs["addonName"] for r in of_type(capture_of("aws-prod"), "aws:eks/addon:Addon").values()}
-    assert addons == {"eks-pod-identity-agent", "aws-ebs-csi-driver", "aws-efs-csi-driver", "snapshot-controller"}
+    assert addons == {"vpc-cni", "eks-pod-identity-agent", "aws-ebs-csi-driver", "aws-efs-csi-driver",
+                      "snapshot-controller"}
     charts = {r.name: r for r in of_type(capture_of("aws-prod"), "kubernetes:helm.sh/v4:Chart").values()}
     assert charts["cluster-autoscaler"].inputs["values"]["autoDiscovery"] == {"clusterName": "trainyard-prod"}
     assert charts["node-termination-handler"].inputs["values"]["daemonsetNodeSelector"] == {
@@ -91,6 +92,26 @@ def test_eks_provides_by_its_own_mechanisms() -> None:
                 for r in of_type(capture_of("aws-prod"), "aws:iam/rolePolicyAttachment:RolePolicyAttachment").values()
                 if r.name.startswith("nodes-")}
     assert "AmazonEC2ContainerRegistryReadOnly" not in policies and "AmazonEC2ContainerRegistryPullOnly" in policies
+
+
+def test_the_vpc_cni_enforces_policies_on_its_own_irsa_role_and_the_node_role_has_no_cni_policy() -> None:
+    capture = capture_of("aws-prod")
+    addon = _inputs("aws-prod", "aws:eks/addon:Addon", "addon-vpc-cni")
+    assert json.loads(addon["configurationValues"]) == {"enableNetworkPolicy": "true"} and addon["preserve"] is True
+    role = addon["serviceAccountRoleArn"].rsplit("/", 1)[-1]
+    (statement,) = json.loads(of_type(capture, "aws:iam/role:Role")[role].inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Principal"]["Federated"].startswith("arn:aws:iam::")
+    assert {key.rsplit(":", 1)[1]: value for key, value in statement["Condition"]["StringEquals"].items()} == {
+        "sub": "system:serviceaccount:kube-system:aws-node", "aud": "sts.amazonaws.com"}
+    holders = [r.name for r in of_type(capture, "aws:iam/rolePolicyAttachment:RolePolicyAttachment").values()
+               if r.inputs["policyArn"].endswith("/AmazonEKS_CNI_Policy")]
+    assert holders == [role]  # the CNI's role only: not the node role (nodes-*)
+    # The component's own CNI add-on is off (ours replaces it), and no node group starts before the CNI.
+    cluster = _inputs("aws-prod", "eks:index:Cluster", "eks")
+    assert cluster["useDefaultVpcCni"] is True and "vpcCniOptions" not in cluster
+    groups = of_type(capture, "eks:index:ManagedNodeGroup").values()
+    assert groups and all("aws:eks/addon:Addon::addon-vpc-cni" in group.depends_on for group in groups)
 
 
 def test_an_eks_spot_pool_scales_from_zero_with_its_gpus_known() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.runtimes import TRAINER_JOBS, cpu_only, replicated_jobs
-from infra.spec.storage import CHECKPOINTS
+from infra.spec.storage import CHECKPOINTS, TEAM_DATA_ACCOUNT
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -34,9 +34,11 @@ def program_text() -> str:
 
 
 def support_objects() -> list[dict[str, Any]]:
-    """The program and a small checkpoint volume on the platform's checkpoint class (ReadWriteMany, as tenants'
-    checkpoint volumes are: every node of a job writes its counter there)."""
+    """The program, a small checkpoint volume on the platform's checkpoint class (ReadWriteMany, as tenants'
+    checkpoint volumes are: every node of a job writes its counter there) and the account the runtimes' pods run
+    as (without a bucket identity: the run reads no bucket)."""
     return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TEAM_DATA_ACCOUNT}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": PROGRAM},
          "data": {"program.py": program_text()}},
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": CLAIM},

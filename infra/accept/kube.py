@@ -62,6 +62,8 @@ class Kube:
             self.core.create_namespaced_config_map(namespace, body)
         elif kind == "PersistentVolumeClaim":
             self.core.create_namespaced_persistent_volume_claim(namespace, body)
+        elif kind == "ServiceAccount":
+            self.core.create_namespaced_service_account(namespace, body)
         elif kind == "TrainJob":
             self.custom.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", body)
         elif kind == "LocalQueue":

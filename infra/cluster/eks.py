@@ -21,13 +21,21 @@ from infra.spec.pools import PoolSpec
 
 from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from .buckets import cloud_buckets
-from .eks_addons import addons, autoscaling, bucket_identities, efs_mount_targets, login, node_template_tags
+from .eks_addons import (
+    addons,
+    autoscaling,
+    bucket_identities,
+    efs_mount_targets,
+    login,
+    node_template_tags,
+    vpc_cni,
+)
 from .network_aws import AwsSubnets, aws_subnets
 
 GPU_AMI, CPU_AMI = "AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reserved": "CAPACITY_BLOCK"}
-# The VPC CNI (aws-node) still runs under the node role, so its policy stays there; images are only pulled.
-NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly")
+# What the kubelet needs, and images only pulled; the VPC CNI's policy is on its own role (eks_addons.vpc_cni).
+NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")
 
 
 def node_group_args(flavor: Flavor, pool: PoolSpec, subnets: AwsSubnets, tags: dict[str, str]) -> dict[str, Any]:
@@ -80,11 +88,15 @@ class EksCluster(CloudCluster):
             endpoint_private_access=True,
             endpoint_public_access=bool(endpoint.cidrs),
             public_access_cidrs=list(endpoint.cidrs) or None,
-            # The VPC CNI's network policy agent enforces the teams' NetworkPolicies.
-            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
+            # The VPC CNI is our own add-on (vpc_cni below): its role trusts this cluster's OIDC provider, which
+            # the component's add-on could not be given without a cycle.
+            use_default_vpc_cni=True,
             opts=self._opts(protect=True),
         )
         name = platform.cluster_name  # a plain name: the add-ons need no output of the remote component
+        # Before any node: a node is Ready only once the CNI runs there with its credentials.
+        self.cni = vpc_cni(name, self.cluster.oidc_provider_arn, self.cluster.oidc_issuer,
+                           self._opts(depends_on=[self.cluster]))
         system = self._system(spec.system_pool, role)
         after_cluster = self._opts(depends_on=[self.cluster, system])
         installed = addons(name, platform, after_cluster)
@@ -96,8 +108,8 @@ class EksCluster(CloudCluster):
             if pool.capacity_type == "reserved":
                 args["launch_template"] = self._capacity_block(flavor.name, pool)
             groups.append(eks.ManagedNodeGroup(f"pool-{flavor.name}", cluster=self.cluster, node_role=role,
-                                               opts=self._opts(protect=True), **args))
-        self.ready = (*groups, *installed)
+                                               opts=self._opts(protect=True, depends_on=[self.cni]), **args))
+        self.ready = (self.cni, *groups, *installed)
         self.provider = kubernetes_provider(self, platform, self.cluster.kubeconfig_json, self.ready)
         autoscaling(name, platform, spec.region, self.provider, installed, self._opts(), self)
         stored = cloud_buckets(platform, self)
@@ -129,7 +141,7 @@ class EksCluster(CloudCluster):
             "system", cluster=self.cluster, node_role=role, instance_types=[system.instance_type],
             ami_type=CPU_AMI, capacity_type="ON_DEMAND", labels={"trainyard.io/role": "system"},
             scaling_config={"min_size": system.count, "desired_size": system.count, "max_size": system.count},
-            opts=self._opts(protect=True))
+            opts=self._opts(protect=True, depends_on=[self.cni]))
 
     def _capacity_block(self, name: str, pool: PoolSpec) -> dict[str, pulumi.Input[str]]:
         template = aws.ec2.LaunchTemplate(

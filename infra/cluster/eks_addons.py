@@ -1,6 +1,7 @@
-"""What an EKS cluster adds so that the platform works: the EKS add-ons (Pod Identity agent, EBS/EFS/FSx CSI
-drivers, snapshot controller), the cluster autoscaler and AWS Node Termination Handler, login for the personas'
-groups (OIDC identity provider, access entries), pod identities for the bucket users, and the EFS mount targets.
+"""What an EKS cluster adds so that the platform works: the EKS add-ons (VPC CNI with network policy, Pod Identity
+agent, EBS/EFS/FSx CSI drivers, snapshot controller), the cluster autoscaler and AWS Node Termination Handler,
+login for the personas' groups (OIDC identity provider, access entries), pod identities for the bucket users, and
+the EFS mount targets.
 
 Why the cluster autoscaler and not Karpenter: each pool is one managed node group with one instance type, which
 is also one Kueue ResourceFlavor whose capacity the quotas are checked against; the autoscaler only moves a node
@@ -35,6 +36,7 @@ ADDONS: dict[str, tuple[str, str] | None] = {
     "aws-efs-csi-driver": ("efs-csi-controller-sa", f"{MANAGED}/service-role/AmazonEFSCSIDriverPolicy"),
     "aws-fsx-csi-driver": ("fsx-csi-controller-sa", f"{MANAGED}/AmazonFSxFullAccess"),
 }
+CNI_ACCOUNT = "kube-system:aws-node"  # the VPC CNI's service account (namespace:name)
 AUTOSCALER_ACCOUNT = "cluster-autoscaler"
 # cluster-autoscaler/cloudprovider/aws/README.md: the permissions of auto-discovery and scale from zero.
 AUTOSCALER_ACTIONS = [
@@ -63,6 +65,30 @@ def pod_role(name: str, opts: pulumi.ResourceOptions, managed: str | None = None
     if inline is not None:
         aws.iam.RolePolicy(f"role-{name}", role=role.id, policy=inline, opts=opts)
     return role
+
+
+def vpc_cni(cluster: str, oidc_provider: pulumi.Input[str], issuer: pulumi.Input[str],
+            opts: pulumi.ResourceOptions) -> aws.eks.Addon:
+    """The VPC CNI add-on with network policy enforcement on, its AWS access (ENIs and pod addresses) on an IRSA
+    role of its own instead of the node role, so pods reaching the node's instance profile do not get it.
+    IRSA rather than Pod Identity: the CNI needs its credentials as a node boots, before the Pod Identity agent
+    (itself a pod) runs there; IRSA needs only the projected token and STS. `preserve`: removing the add-on
+    from Pulumi must not remove pod networking from the nodes."""
+    def trust(provider: str, host: str) -> str:
+        return policy([{"Effect": "Allow", "Principal": {"Federated": provider},
+                        "Action": "sts:AssumeRoleWithWebIdentity",
+                        "Condition": {"StringEquals": {f"{host}:sub": f"system:serviceaccount:{CNI_ACCOUNT}",
+                                                       f"{host}:aud": "sts.amazonaws.com"}}}])
+
+    role = aws.iam.Role("role-vpc-cni", assume_role_policy=pulumi.Output.all(oidc_provider, issuer).apply(
+        lambda parts: trust(parts[0], parts[1])), opts=opts)
+    grant = aws.iam.RolePolicyAttachment("role-vpc-cni", role=role.name, policy_arn=f"{MANAGED}/AmazonEKS_CNI_Policy",
+                                         opts=opts)
+    return aws.eks.Addon(
+        "addon-vpc-cni", cluster_name=cluster, addon_name="vpc-cni", service_account_role_arn=role.arn,
+        configuration_values=json.dumps({"enableNetworkPolicy": "true"}), preserve=True,
+        resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[grant])))
 
 
 def addons(cluster: str, platform: Platform, opts: pulumi.ResourceOptions) -> list[pulumi.Resource]:

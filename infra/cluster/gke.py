@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
@@ -33,6 +34,12 @@ SHARING_STRATEGIES = {"time-slicing": "TIME_SHARING", "mps": "MPS"}
 GKE_METADATA = {"mode": "GKE_METADATA"}
 # The CSI drivers of the gcp storage profile's classes (block, checkpoints and scratch, datasets).
 CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver_config", "gcs_fuse_csi_driver_config")
+# The control plane of a cluster with private nodes reaches them on 443 and 10250 only (GKE's own firewall rule).
+# The platform's webhook servers listen on other ports: those its NetworkPolicies let the API server in on.
+# (The plan's firewall check compares them with the webhook target ports of the rendered charts.)
+GKE_OPEN_PORTS = frozenset({443, 10250})
+WEBHOOK_PORTS = tuple(sorted({port for flow in (*kueue.FLOWS, *trainer.FLOWS) if flow.name == "webhooks"
+                              for port in flow.ports} - GKE_OPEN_PORTS))
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
@@ -156,7 +163,7 @@ class GkeCluster(CloudCluster):
                 f"pool-{flavor.name}", name=flavor.name, cluster=self.cluster.name, location=spec.region,
                 opts=self._opts(protect=True),
                 **node_pool_args(flavor, platform.pool(flavor.pool), spec, stack, nodes.email)))
-        self.ready = tuple(pools)
+        self.ready = (*pools, self._webhook_firewall(subnet.network, nodes.email))
         self.provider = kubernetes_provider(self, platform, pulumi.Output.all(
             self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
         ).apply(lambda parts: kubeconfig(platform.cluster_name, str(parts[0]), str(parts[1]))), self.ready)
@@ -166,6 +173,20 @@ class GkeCluster(CloudCluster):
             if platform.storage.profile == "gcp" else {}
         self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
                                "nodePools": [flavor.name for flavor in platform.flavors]})
+
+    def _webhook_firewall(self, network: pulumi.Input[str], nodes: pulumi.Input[str]) -> gcp.compute.Firewall:
+        """The control plane may call the webhooks on the nodes (the node service account marks every pool). Its
+        range is the one GKE reports for the cluster; a cluster on Private Service Connect reports none, and its
+        control plane is taken to call from its private endpoint (unverified)."""
+        def control_plane(config: Any) -> list[str]:
+            return [config.master_ipv4_cidr_block or f"{config.private_endpoint}/32"]
+
+        return gcp.compute.Firewall(
+            "webhooks", network=network, direction="INGRESS",
+            description="GKE control plane to the platform's admission webhooks",
+            source_ranges=self.cluster.private_cluster_config.apply(control_plane),
+            allows=[{"protocol": "tcp", "ports": [str(port) for port in WEBHOOK_PORTS]}],
+            target_service_accounts=[nodes], opts=self._opts())
 
     def _opts(self, **options: Any) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, providers=[self.gcp], **options)

@@ -17,6 +17,8 @@ from .apiserver.plan_checks import admission_findings
 from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
 from .engine import Capture, Registration
+from .firewall_checks import check_webhook_firewall
+from .identity_checks import check_team_data_identity
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
@@ -75,7 +77,8 @@ def check_observability(ctx: Context) -> list[Finding]:
 
 Check = Callable[[Context], list[Finding]]
 CHECKS: list[Check] = [check_capacity, check_schemas, check_admission, check_policies,
-                       check_backup, check_observability, *CHART_CHECKS, check_prerequisites, check_needs_cover_objects]
+                       check_backup, check_observability, *CHART_CHECKS, check_prerequisites, check_needs_cover_objects,
+                       check_team_data_identity, check_webhook_firewall]
 
 
 def run_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -17,23 +18,38 @@ FAKE_KUBECONFIG = json.dumps({
     "users": [{"name": "offline", "user": {}}],
 })
 
+_EKS_ISSUER = "oidc.eks.us-east-1.amazonaws.com/id/OFFLINE"
 _FAKE_CA = base64.b64encode(b"offline certificate authority").decode()
 
 # Resource type -> extra outputs a real provider would compute. Cloud layers add their own entries.
 OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "kubernetes:helm.sh/v4:Chart": lambda inputs: {"resources": []},
     # The cloud clusters' outputs the cluster layer builds its kubeconfig from.
-    "eks:index:Cluster": lambda inputs: {"kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG)},
+    "eks:index:Cluster": lambda inputs: {
+        "kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG),
+        "oidcProviderArn": f"arn:aws:iam::123456789012:oidc-provider/{_EKS_ISSUER}", "oidcIssuer": _EKS_ISSUER},
     "gcp:container/cluster:Cluster": lambda inputs: {
-        "endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": _FAKE_CA}},
+        "endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": _FAKE_CA},
+        "privateClusterConfig": {**inputs.get("privateClusterConfig", {}), "masterIpv4CidrBlock": "172.16.0.0/28"}},
     "azure-native:containerservice:ManagedCluster": lambda inputs: {
         "name": inputs.get("resourceName"),
         "oidcIssuerProfile": {"enabled": True, "issuerURL": "https://oidc.offline.invalid/issuer/"}},
     "azure-native:resources:ResourceGroup": lambda inputs: {"name": inputs.get("resourceGroupName")},
+    # An Entra managed identity: the bucket users' ServiceAccounts carry its client id, role assignments its
+    # principal id (deterministic UUIDs from its name).
+    "azure-native:managedidentity:UserAssignedIdentity": lambda inputs: {
+        "clientId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"client/{inputs.get('resourceName')}")),
+        "principalId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"principal/{inputs.get('resourceName')}"))},
     # The GKE node service account: node pools name it by email, IAM bindings by member.
     "gcp:serviceaccount/account:Account": lambda inputs: {
         "email": f"{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
         "member": f"serviceAccount:{inputs.get('accountId')}@offline.iam.gserviceaccount.com"},
+}
+
+# Resource type -> outputs a real provider computes from the resource's name (IAM role ARNs, which add-ons and pod
+# identity associations name).
+NAMED_OUTPUTS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "aws:iam/role:Role": lambda name: {"arn": f"arn:aws:iam::123456789012:role/{name}"},
 }
 
 # Invoke token -> its answer.
@@ -54,7 +70,7 @@ def fake_id(name: str) -> str:
 
 def echoes_inputs(type_: str) -> bool:
     """Whether a resource's outputs are exactly its inputs (no computed outputs to add)."""
-    return type_ not in OUTPUTS
+    return type_ not in OUTPUTS and type_ not in NAMED_OUTPUTS
 
 
 class OfflineMocks(pulumi.runtime.Mocks):
@@ -63,6 +79,9 @@ class OfflineMocks(pulumi.runtime.Mocks):
         extra = OUTPUTS.get(args.typ)
         if extra:
             outputs.update(extra(args.inputs))
+        named = NAMED_OUTPUTS.get(args.typ)
+        if named:
+            outputs.update(named(args.name))
         return fake_id(args.name), outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

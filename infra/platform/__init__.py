@@ -10,7 +10,7 @@ from pulumi import Output
 
 from infra.contract import ClusterContract
 from infra.spec import Platform
-from infra.spec.storage import VELERO_ACCOUNT, VELERO_NAMESPACE
+from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
 
 from .admission import Admission
 from .backup import Backup
@@ -30,7 +30,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     tenancy = Tenancy("tenancy", platform, provider)
     gpu = gpu_operator(platform, provider)
     fabric(platform, provider)
-    trainer = Trainer("trainer", platform, provider)
+    trainer = Trainer("trainer", platform, provider, cluster.pod_labels(TEAM_DATA_ACCOUNT))
     kueue = Kueue("kueue", platform, provider, tenancy.namespaces)
     Storage("storage", platform, cluster, tenancy.namespaces)
     backup = Backup("backup", platform, provider, tenancy.namespaces, backup_credentials,

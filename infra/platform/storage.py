@@ -222,13 +222,12 @@ class Storage(pulumi.ComponentResource):
                         spec=object_store_egress(rook))
 
     def _data_accounts(self, cluster: ClusterContract) -> None:
-        """The account a team's pods read and write its bucket as, carrying the cluster's workload identity."""
-        for bucket in self.facts.buckets:
-            identity = cluster.identity(bucket.namespace, TEAM_DATA_ACCOUNT) if bucket.team else None
-            if identity is None:
-                continue
-            meta = metadata(TEAM_DATA_ACCOUNT, bucket.namespace)
-            if identity.annotations:  # outputs (an identity's client id): set beside the plain metadata helper
+        """The account every training pod of a team namespace runs as (the runtimes name it), carrying the
+        cluster's workload identity for the team bucket where there is one."""
+        for namespace, ns_resource in sorted(self.team_namespaces.items()):
+            identity = cluster.identity(namespace, TEAM_DATA_ACCOUNT)
+            meta = metadata(TEAM_DATA_ACCOUNT, namespace)
+            if identity is not None and identity.annotations:  # outputs (a client id): beside the metadata helper
                 meta["annotations"] = dict(identity.annotations)
-            kube_object(f"sa-{bucket.namespace}-{TEAM_DATA_ACCOUNT}", "v1", "ServiceAccount", meta,
-                        child_opts(self, self.provider, depends_on=[self.team_namespaces[bucket.namespace]]))
+            kube_object(f"sa-{namespace}-{TEAM_DATA_ACCOUNT}", "v1", "ServiceAccount", meta,
+                        child_opts(self, self.provider, depends_on=[ns_resource]))

@@ -3,6 +3,8 @@ ClusterTrainingRuntimes as objects Trainyard owns (not the chart's built-in runt
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -56,9 +58,22 @@ def trainer_values(platform: Platform) -> dict[str, Any]:
     }
 
 
+def with_pod_labels(spec: Mapping[str, Any], labels: Mapping[str, str]) -> Mapping[str, Any]:
+    """A runtime spec whose every pod template also carries `labels`."""
+    if not labels:
+        return spec
+    spec = copy.deepcopy(dict(spec))
+    for job in spec["template"]["spec"]["replicatedJobs"]:
+        pod = job["template"]["spec"]["template"]
+        pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    return spec
+
+
 class Trainer(pulumi.ComponentResource):
-    def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
+    def __init__(self, name: str, platform: Platform, provider: k8s.Provider, pod_labels: Mapping[str, str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        """`pod_labels`: what the cluster's workload identity needs on the pods of the team data account, which
+        every runtime pod runs as (infra/spec/derive.py)."""
         super().__init__("trainyard:platform:Trainer", name, None, opts)
         versions = platform.spec.versions
         # The charts' pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
@@ -74,6 +89,7 @@ class Trainer(pulumi.ComponentResource):
             meta = runtime["metadata"]
             kube_object(f"runtime-{meta['name']}", runtime["apiVersion"], runtime["kind"],
                         metadata(meta["name"], labels=meta.get("labels")),
-                        child_opts(self, provider, depends_on=[self.chart]), spec=runtime["spec"])
+                        child_opts(self, provider, depends_on=[self.chart]),
+                        spec=with_pod_labels(runtime["spec"], pod_labels))
         self.register_outputs({"trainer": versions.trainer, "jobset": versions.jobset,
                                "runtimes": [r["metadata"]["name"] for r in platform.runtimes]})

@@ -25,7 +25,7 @@ from .platform import PlatformSpec
 from .pools import PoolSpec
 from .prerequisites import Prerequisites, derive_prerequisites
 from .queueing import QueueingFacts, derive_queueing
-from .storage import StorageFacts
+from .storage import TEAM_DATA_ACCOUNT, StorageFacts
 from .teams import TeamSpec, acceptance_namespace
 from .versions import Verdict, verdicts
 
@@ -184,8 +184,12 @@ def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tup
 def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor],
               pod_annotations: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
     rendered = runtimes.render_stack(spec.trainer, tuple(flavors.values()), spec.pools)
-    for runtime in rendered if pod_annotations else ():  # GCS FUSE volumes: every pod asks for the sidecar
+    for runtime in rendered:
         for job in runtimes.replicated_jobs(runtime):
             pod = job["template"]["spec"]["template"]
-            pod.setdefault("metadata", {}).setdefault("annotations", {}).update(pod_annotations)
+            # Every training pod reads the team's data as the team's data account: on cloud stacks the account the
+            # cluster binds to the team bucket (and GCS FUSE mounts with the pod's identity).
+            pod["spec"]["serviceAccountName"] = TEAM_DATA_ACCOUNT
+            if pod_annotations:  # GCS FUSE volumes: every pod asks for the sidecar
+                pod.setdefault("metadata", {}).setdefault("annotations", {}).update(pod_annotations)
     return rendered

@@ -143,6 +143,7 @@ class Bucket:
     name: str  # the bucket's name in the object store
     team: str | None
     namespace: str  # where the on-prem claim (and its credentials) live
+    readers: tuple[str, ...] = ()  # team buckets: every namespace of the team, whose `datasets` account uses it
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,11 @@ class StorageFacts:
         return {key: value for klass in self.classes for key, value in klass.pod_annotations.items()}
 
     def bucket_users(self) -> tuple[tuple[str, str, Bucket], ...]:
-        """(namespace, service account, bucket) for every bucket: its team's data account, or Velero's."""
-        return tuple((b.namespace, TEAM_DATA_ACCOUNT, b) if b.team else (VELERO_NAMESPACE, VELERO_ACCOUNT, b)
-                     for b in self.buckets)
+        """(namespace, service account, bucket) for every bucket: the data account of each of its team's
+        namespaces, or Velero's."""
+        return tuple(user for b in self.buckets
+                     for user in ([(ns, TEAM_DATA_ACCOUNT, b) for ns in b.readers] if b.team
+                                  else [(VELERO_NAMESPACE, VELERO_ACCOUNT, b)]))
 
 
 def _rook_classes(spec: RookCeph) -> tuple[list[Klass], list[SnapshotClass]]:
@@ -334,7 +337,7 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         if len(bucket) > MAX_BUCKET:
             raise ValueError(_long_bucket(spec, prefix, team, bucket))
         if with_buckets:
-            buckets.append(Bucket(f"{team}-datasets", bucket, team, primary))
+            buckets.append(Bucket(f"{team}-datasets", bucket, team, primary, tuple(namespaces)))
         volumes.append(Volume(team, primary, DATASETS, DATASETS, str(sizes.datasets),
                               bucket if static_datasets else None))
         volumes.append(Volume(team, primary, CHECKPOINTS, CHECKPOINTS, str(sizes.checkpoints)))
