@@ -12,11 +12,13 @@ import inspect
 from collections import Counter
 from typing import Any, NamedTuple
 
-from infra.platform import admission
+from infra.platform import admission, tenancy
 from infra.spec import Platform
+from infra.spec.base import parse_quantity
 from tests.cel import denials
 
 QUEUE = "kueue.x-k8s.io/queue-name"
+GPU = "nvidia.com/gpu"
 IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3"  # replaced per stack by an image its registries admit
 
 
@@ -126,6 +128,12 @@ def attacks(platform: Platform) -> list[Attack]:
                _trainjob(ns, queue, initializer={"model": {"storageUri": "hf://x", "secretRef": {"name": "s"}}}),
                "trainjobs", ns, user=ci),
     ]
+    # Kueue admitted a Job (or one got past it): its pods come from the job controller, and only the namespace
+    # ResourceQuota stands between them and every GPU of the cluster, or of the pools several teams share.
+    for name, gpus in (("Pod asks for every GPU of the cluster", _gpus(platform, shared_only=False)),
+                       ("Pod asks for every GPU of the shared pools", _gpus(platform, shared_only=True))):
+        if gpus and len(platform.teams) > 1:  # a stack of one team may give it every GPU
+            found.append(quota_attack(ns, name, gpus))
     if drill:
         marker = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "trainyard-backup-marker",
                                                                         "namespace": ns}, "data": {"namespace": ns}}
@@ -140,6 +148,31 @@ def attacks(platform: Platform) -> list[Attack]:
     return found
 
 
+def quota_attack(ns: str, name: str, gpus: int) -> Attack:
+    controller = {"username": admission.JOB_CONTROLLER[0], "groups": ["system:serviceaccounts"]}
+    return Attack("quota", name, _pod(ns, _pod_spec(resources={"limits": {GPU: gpus}}), _owner("Job", "batch/v1")),
+                  "pods", ns, user=controller)
+
+
+def _gpus(platform: Platform, shared_only: bool) -> int:
+    """nvidia.com/gpu of every pool (at its largest), or of the pools more than one team queue lists."""
+    total = 0
+    for flavor in platform.flavors:
+        listed = sum(any(e.flavor == flavor.name for e in q.flavors) for q in platform.queueing.queues)
+        if GPU in flavor.capacity and (listed > 1 or not shared_only):
+            total += int(flavor.max_capacity.get(GPU, flavor.capacity[GPU]))
+    return total
+
+
+def _within_quota(platform: Platform, attack: Attack) -> bool:
+    """The API server's ResourceQuota check for a new Pod in an empty namespace: its GPU requests (defaulted from
+    limits) against the namespace's requests.nvidia.com/gpu."""
+    team = next(t for t in platform.teams if attack.namespace in t.namespaces)
+    ceiling = parse_quantity(tenancy.quota_hard(platform, team)[f"requests.{GPU}"])
+    asked = sum(int(c["resources"]["limits"].get(GPU, 0)) for c in attack.obj["spec"]["containers"])
+    return asked <= ceiling
+
+
 def _binds(platform: Platform, policy_name: str, namespace: str) -> bool:
     """Whether the stack's binding of the policy selects the namespace (a team or drill namespace)."""
     binding = admission.binding_spec(*([policy_name, list(platform.backup.drill_namespaces.values())]
@@ -152,6 +185,8 @@ def _binds(platform: Platform, policy_name: str, namespace: str) -> bool:
 
 
 def admitted(platform: Platform, attack: Attack) -> bool:
+    if attack.kind == "quota" and not _within_quota(platform, attack):
+        return False
     for name, policy in admission.policies(platform).items():
         rules = policy["matchConstraints"]["resourceRules"]
         if not any(attack.resource in r["resources"] and attack.operation in r["operations"] for r in rules):

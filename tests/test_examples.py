@@ -5,6 +5,7 @@ storage classes)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,15 @@ def admissible_pools(trainjob: dict[str, Any]) -> list[str]:
     return pools
 
 
+def _queue_holds(queue: dict[str, Any], pool: str, resource: str) -> Decimal:
+    """The most of a resource the ClusterQueue can hold on a pool: nominal plus its borrowing limit, if any."""
+    entry = next(f for f in queue["spec"]["resourceGroups"][0]["flavors"] if f["name"] == pool)
+    quota = next((r for r in entry["resources"] if r["name"] == resource), None)
+    if quota is None or "borrowingLimit" not in quota:
+        return Decimal("Infinity")
+    return parse_quantity(str(quota["nominalQuota"])) + parse_quantity(str(quota["borrowingLimit"]))
+
+
 @pytest.mark.parametrize("project", PROJECTS)
 def test_the_queue_covers_what_the_trainjob_requests_on_a_pool_that_holds_it(project: str) -> None:
     trainjob, platform = one(project, "TrainJob"), platform_of(STACK)
@@ -117,6 +127,7 @@ def test_the_queue_covers_what_the_trainjob_requests_on_a_pool_that_holds_it(pro
     nodes = trainjob["spec"]["trainer"].get("numNodes", 1)
     holding = [pool for pool in admissible_pools(trainjob)
                if all(nodes * amount <= platform.flavor(pool).capacity.get(name, 0)
+                      and nodes * amount <= _queue_holds(queue, pool, name)
                       and amount * platform.pool(pool).node_count <= platform.flavor(pool).capacity.get(name, 0)
                       for name, amount in per_node.items())]
     assert holding, f"{project}: {nodes} nodes x {per_node} fit no pool it may be admitted to"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from infra.offline.engine import Capture
@@ -45,15 +46,27 @@ def _prerequisites(platform: Platform) -> list[str]:
     return _table(rows)
 
 
+def _gpu_ceiling(platform: Platform, team: str) -> str:
+    """The namespace GPU ceiling and, per pool, guaranteed + what the queue may borrow there."""
+    reach, gpus = platform.queueing.reach(team), {r for f in platform.flavors for r in f.gpu_resources}
+    total = ", ".join(f"{format_amount(r, v)} {r}" for r, v in reach.items() if r in gpus and v)
+    parts = ", ".join(f"{e.flavor} {format_amount(r, e.nominal.get(r, Decimal(0)))} + "
+                      f"{format_amount(r, e.reach[r] - e.nominal.get(r, Decimal(0)))}"
+                      for e in platform.queueing.queue(team).flavors for r in e.borrowing)
+    return f"{total} ({parts})" if total else "-"
+
+
 def _teams(platform: Platform) -> list[str]:
-    rows = [["team", "namespaces", "guaranteed per flavor", "fair-share weight", "engineers", "analysts"]]
+    rows = [["team", "namespaces", "guaranteed per flavor", "GPU ceiling per namespace (guaranteed + borrowable)",
+             "fair-share weight", "engineers", "analysts"]]
     for team in platform.teams:
         spec = platform.spec.teams[team.name]
         quota = "; ".join(
             f"{flavor}: " + ", ".join(f"{format_amount(r, v)} {r}" for r, v in resources.items() if v)
             for flavor, resources in team.quota.items()
         )
-        rows.append([team.name, ", ".join(team.namespaces), quota, f"{team.weight.normalize():f}",
+        rows.append([team.name, ", ".join(team.namespaces), quota, _gpu_ceiling(platform, team.name),
+                     f"{team.weight.normalize():f}",
                      ", ".join(spec.groups.engineers) or "-", ", ".join(spec.groups.analysts) or "-"])
     return _table(rows)
 

@@ -11,7 +11,6 @@ import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
-from infra.spec.capacity import lendable_to
 from infra.spec.teams import TeamSpec
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
 
@@ -66,26 +65,12 @@ class Tenancy(pulumi.ComponentResource):
         pulumi.CustomResource("kubernetes:core/v1:ServiceAccountPatch", f"{ns}-default-sa", default, opts)
 
 
-def reach(platform: Platform, team: TeamFacts) -> dict[str, Decimal]:
-    """The most Kueue can ever admit for a team, per resource, summed over its pools: its nominal quota plus
-    what it may borrow, which is the smaller of its borrowing limit and what the rest of the cohort can lend
-    it (the other queues' lendable quota and the shared pool): the team's ceiling, never the cluster's."""
-    total: dict[str, Decimal] = {}
-    for flavor_name, quota in team.quota.items():
-        for resource, nominal in quota.items():
-            limit = team.borrowing[flavor_name].get(resource)
-            lendable = lendable_to(platform, flavor_name, resource, team.name)
-            amount = nominal + (lendable if limit is None else min(limit, lendable))
-            total[resource] = total.get(resource, Decimal(0)) + amount
-    return total
-
-
 def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:
     """Compute up to the team's reach, so that Kueue stays the one place where fair sharing is decided
     (a quota at the nominal share would reject the pods of a workload Kueue admitted on borrowed GPUs);
     every namespace of a team gets the ceiling, the team's ClusterQueue bounds their sum. Object counts
     and storage come from the team's namespaceQuota. Services stay cluster-internal."""
-    compute = reach(platform, team)
+    compute = platform.queueing.reach(team.name)
     spec = platform.spec.teams[team.name].namespace_quota
     gpu_resources = [r for r in platform.covered_resources if r not in ("cpu", "memory")]
     hard = {f"requests.{r}": format_amount(r, compute.get(r, Decimal(0)))

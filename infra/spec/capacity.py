@@ -10,6 +10,7 @@ from typing import Any
 from . import runtimes
 from .derive import Platform
 from .findings import Finding
+from .queueing import DEFAULT_BORROWING_LIMIT
 
 
 def _amount(resource: str, value: Decimal) -> str:
@@ -88,26 +89,15 @@ def lending_findings(platform: Platform) -> list[Finding]:
     return findings
 
 
-def lendable_to(platform: Platform, flavor: str, resource: str, borrower: str) -> Decimal:
-    """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
-    total = platform.queueing.shared_pool.get(flavor, {}).get(resource, Decimal(0))
-    for queue in platform.queueing.queues:
-        if queue.team == borrower:
-            continue
-        for entry in queue.flavors:
-            if entry.flavor == flavor:
-                limit = entry.lending.get(resource)
-                total += limit if limit is not None else entry.nominal.get(resource, Decimal(0))
-    return total
-
-
 def borrowing_findings(platform: Platform) -> list[Finding]:
-    """Borrowing happens only within the cohort, from what its other members lend and from its shared pool."""
+    """Borrowing happens only within the cohort, from what its other members lend and from its shared pool. A
+    limit from `queueing.defaultBorrowingLimit` is not the team's choice and is not reported."""
     findings = []
     for queue in platform.queueing.queues:
         for entry in queue.flavors:
             for resource, limit in entry.borrowing.items():
-                if limit and lendable_to(platform, entry.flavor, resource, queue.team) == 0:
+                if limit and entry.limit_from != DEFAULT_BORROWING_LIMIT \
+                        and platform.queueing.lendable(entry.flavor, resource, queue.team) == 0:
                     findings.append(Finding(
                         "capacity", f"flavor {entry.flavor}",
                         f"team {queue.team} may borrow {_amount(resource, limit)} {resource} but nothing in cohort "

@@ -24,7 +24,7 @@ from .observability import ObservabilityFacts, derive_observability
 from .platform import PlatformSpec
 from .pools import PoolSpec
 from .prerequisites import Prerequisites, derive_prerequisites
-from .queueing import QueueingFacts, derive_queueing
+from .queueing import QueueingFacts, derive_queueing, whole_pool_problem
 from .storage import TEAM_DATA_ACCOUNT, StorageFacts
 from .teams import TeamSpec, acceptance_namespace
 from .versions import Verdict, verdicts
@@ -36,7 +36,6 @@ class TeamFacts:
     namespaces: tuple[str, ...]
     queue: str  # ClusterQueue name
     quota: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> nominal quota
-    borrowing: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> borrowingLimit
     lending: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> lendingLimit
     weight: Decimal
     totals: Mapping[str, Decimal]  # resource -> sum over flavors (what a namespace may request)
@@ -85,8 +84,7 @@ def _share(quantity: Decimal, part: Decimal, whole: Decimal) -> Decimal:
     return (quantity * part / whole).to_integral_value(rounding="ROUND_FLOOR") if whole else Decimal(0)
 
 
-def _team_quota(team: TeamSpec, flavor: Flavor, pool_name: str) -> tuple[dict[str, Decimal], Decimal | None,
-                                                                         Decimal | None]:
+def _team_quota(team: TeamSpec, flavor: Flavor, pool_name: str) -> tuple[dict[str, Decimal], Decimal | None]:
     quota = team.pool_quota(pool_name)
     gpus = Decimal(quota.gpus or 0)
     resources: dict[str, Decimal] = {}
@@ -99,23 +97,18 @@ def _team_quota(team: TeamSpec, flavor: Flavor, pool_name: str) -> tuple[dict[st
             resources[resource] = _share(flavor.capacity[resource], gpus, gpu_capacity)
     for resource in flavor.gpu_resources:
         resources[resource] = gpus
-    borrowing = quota.borrowing_limit if quota.borrowing_limit is not None else team.borrowing_limit
     lending = quota.lending_limit
-    return (resources,
-            Decimal(borrowing) if borrowing is not None else None,
-            Decimal(lending) if lending is not None else None)
+    return resources, Decimal(lending) if lending is not None else None
 
 
 def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flavor]) -> TeamFacts:
     quota: dict[str, Mapping[str, Decimal]] = {}
-    borrowing: dict[str, Mapping[str, Decimal | None]] = {}
     lending: dict[str, Mapping[str, Decimal | None]] = {}
     totals: dict[str, Decimal] = {}
     for pool_name in team.quota:
         flavor = flavors[pool_name]
-        resources, borrow, lend = _team_quota(team, flavor, pool_name)
+        resources, lend = _team_quota(team, flavor, pool_name)
         quota[pool_name] = MappingProxyType(resources)
-        borrowing[pool_name] = MappingProxyType({r: borrow for r in flavor.gpu_resources})
         lending[pool_name] = MappingProxyType({r: lend for r in flavor.gpu_resources})
         for resource, amount in resources.items():
             totals[resource] = totals.get(resource, Decimal(0)) + amount
@@ -124,7 +117,6 @@ def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flav
         namespaces=tuple(spec.namespaces(name)),
         queue=name,
         quota=MappingProxyType(quota),
-        borrowing=MappingProxyType(borrowing),
         lending=MappingProxyType(lending),
         weight=team.weight,
         totals=MappingProxyType(totals),
@@ -151,7 +143,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         for flavor_name, resources in team.quota.items():
             for resource, amount in resources.items():
                 sums[flavor_name][resource] = sums[flavor_name].get(resource, Decimal(0)) + amount
-    return Platform(
+    platform = Platform(
         stack=stack,
         spec=spec,
         cluster_name=spec.cluster.identifier(stack),
@@ -172,6 +164,10 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         observability=_observability(spec, tuple(flavors.values()), tuple(k.name for k in storage.classes)),
         prerequisites=derive_prerequisites(spec, storage),
     )
+    problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
+    if problem is not None:
+        raise rooted(PLATFORM_KEY, problem)
+    return platform
 
 
 def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tuple[str, ...]) -> ObservabilityFacts:

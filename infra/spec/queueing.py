@@ -5,12 +5,12 @@ shared pool. Components read these facts; nothing downstream recomputes them."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_FLOOR, Decimal
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
 
@@ -116,6 +116,22 @@ class FlavorFungibility(Strict):
                                                                          alias="whenCanPreempt")
 
 
+def _borrowing_default(value: int | str) -> int | str:
+    if isinstance(value, int):
+        valid = value >= 0
+    else:
+        digits = value.removesuffix("%")
+        valid = value.endswith("%") and digits.isdigit() and int(digits) <= 100
+    if not valid:
+        raise ValueError(f"'{value}' is neither a number of GPUs (0 or more) nor a percentage from 0% to 100%: "
+                         "give e.g. 8 (GPUs per pool) or 50% (of what the rest of the cohort can lend)")
+    return value
+
+
+BorrowingDefault = Annotated[int | str, AfterValidator(_borrowing_default)]
+DEFAULT_BORROWING_LIMIT = "queueing.defaultBorrowingLimit"
+
+
 class Queueing(Strict):
     """Kueue settings shared by every team."""
 
@@ -133,6 +149,10 @@ class Queueing(Strict):
     # (and the capacity check warns about a pool no queue lists). On: every team queue lists every pool, with
     # nominal quota 0 where it has no guarantee, so idle GPUs anywhere can be borrowed.
     borrow_any_pool: bool = Field(default=False, alias="borrowAnyPool")
+    # The GPU borrowingLimit of every team queue entry that declares none (docs/resource-policies.md): a number
+    # of GPUs per pool, or a percentage of what the rest of the cohort can lend the team there, rounded down.
+    # Below 100% a team never reaches a whole pool that other teams queue for.
+    default_borrowing_limit: BorrowingDefault = Field(default="50%", alias="defaultBorrowingLimit")
     exclude_resource_prefixes: list[str] = Field(default_factory=list, alias="excludeResourcePrefixes")
 
     @field_validator("exclude_resource_prefixes")
@@ -206,8 +226,11 @@ class QueueFlavor:
 
     flavor: str
     nominal: Mapping[str, Decimal]
-    borrowing: Mapping[str, Decimal | None]
+    borrowing: Mapping[str, Decimal | None]  # GPU resources: always bounded once derived; cpu, memory: none
     lending: Mapping[str, Decimal | None]
+    limit_from: str = DEFAULT_BORROWING_LIMIT  # the stack-file path its GPU borrowingLimit comes from
+    # resource -> the most Kueue can admit here: nominal plus what it may borrow, within what the cohort lends
+    reach: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
@@ -230,6 +253,31 @@ class QueueingFacts:
     def queue(self, team: str) -> TeamQueue:
         return next(q for q in self.queues if q.team == team)
 
+    def lendable(self, flavor: str, resource: str, borrower: str) -> Decimal:
+        return _lendable(self.queues, self.shared_pool, flavor, resource, borrower)
+
+    def reach(self, team: str) -> dict[str, Decimal]:
+        """The most Kueue can ever admit for a team, per resource, summed over the pools its queue lists."""
+        total: dict[str, Decimal] = {}
+        for entry in self.queue(team).flavors:
+            for resource, amount in entry.reach.items():
+                total[resource] = total.get(resource, Decimal(0)) + amount
+        return total
+
+
+def _lendable(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]], flavor: str,
+              resource: str, borrower: str) -> Decimal:
+    """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
+    total = shared_pool.get(flavor, {}).get(resource, Decimal(0))
+    for queue in queues:
+        if queue.team == borrower:
+            continue
+        for entry in queue.flavors:
+            if entry.flavor == flavor:
+                limit = entry.lending.get(resource)
+                total += limit if limit is not None else entry.nominal.get(resource, Decimal(0))
+    return total
+
 
 def flavor_order(flavors: Sequence[Flavor]) -> tuple[str, ...]:
     """Reserved, then on-demand, then spot; declaration order within a capacity type."""
@@ -248,21 +296,63 @@ def _topologies(flavors: Sequence[Flavor]) -> tuple[Topology, ...]:
     return tuple(topologies.values())
 
 
+def _declared_limit(team: str, spec: TeamSpec, pool: str) -> tuple[Decimal | None, str]:
+    """A team's own borrowingLimit on a pool (the pool's, else the team's) and where it is written."""
+    own = spec.pool_quota(pool).borrowing_limit if pool in spec.quota else None
+    if own is not None:
+        return Decimal(own), f"teams.{team}.quota.{pool}.borrowingLimit"
+    if spec.borrowing_limit is not None:
+        return Decimal(spec.borrowing_limit), f"teams.{team}.borrowingLimit"
+    return None, DEFAULT_BORROWING_LIMIT
+
+
 def _queue(team: TeamFacts, spec: TeamSpec, queueing: Queueing, flavors: Mapping[str, Flavor],
            order: Sequence[str], covered_all: Sequence[str]) -> TeamQueue:
+    """The team's entries with its declared borrowing limits only (None: the default, resolved by _bounded)."""
     listed = [name for name in order if name in team.quota or queueing.borrow_any_pool]
     covered = tuple(r for r in covered_all if any(r in flavors[name].capacity for name in listed))
-    team_limit = Decimal(spec.borrowing_limit) if spec.borrowing_limit is not None else None
     entries = []
     for name in listed:
+        limit, origin = _declared_limit(team.name, spec, name)
+        borrowing = MappingProxyType({r: limit for r in flavors[name].gpu_resources})
         if name in team.quota:
-            entries.append(QueueFlavor(name, team.quota[name], team.borrowing[name], team.lending[name]))
+            entries.append(QueueFlavor(name, team.quota[name], borrowing, team.lending[name], origin))
         else:
-            gpus = flavors[name].gpu_resources
-            entries.append(QueueFlavor(name, MappingProxyType({r: Decimal(0) for r in covered}),
-                                       MappingProxyType({r: team_limit for r in gpus}), MappingProxyType({})))
+            entries.append(QueueFlavor(name, MappingProxyType({r: Decimal(0) for r in covered}), borrowing,
+                                       MappingProxyType({}), origin))
     preemption = spec.preemption.over(queueing.preemption) if spec.preemption else queueing.preemption
     return TeamQueue(team.name, covered, tuple(entries), MappingProxyType(preemption.as_kueue()))
+
+
+def default_limit(setting: int | str, lendable: Decimal) -> Decimal:
+    """`queueing.defaultBorrowingLimit` for one entry: GPUs as given, or the percentage of what it can borrow."""
+    if isinstance(setting, int):
+        return Decimal(setting)
+    return (lendable * int(setting[:-1]) / 100).to_integral_value(rounding=ROUND_FLOOR)
+
+
+def _bounded(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]],
+             setting: int | str) -> tuple[TeamQueue, ...]:
+    """Every GPU entry with a borrowing limit (the declared one, else the default) and its reach. Lendable
+    amounts depend on the others' nominal and lending limits only, never on borrowing, so one pass suffices."""
+    bounded = []
+    for queue in queues:
+        entries = []
+        for entry in queue.flavors:
+            borrowing: dict[str, Decimal | None] = {}
+            reach: dict[str, Decimal] = {}
+            for resource in queue.covered:
+                lendable = _lendable(queues, shared_pool, entry.flavor, resource, queue.team)
+                limit = entry.borrowing.get(resource)
+                if resource in entry.borrowing and limit is None:
+                    limit = default_limit(setting, lendable)
+                if resource in entry.borrowing:
+                    borrowing[resource] = limit
+                borrowed = lendable if limit is None else min(limit, lendable)
+                reach[resource] = entry.nominal.get(resource, Decimal(0)) + borrowed
+            entries.append(replace(entry, borrowing=MappingProxyType(borrowing), reach=MappingProxyType(reach)))
+        bounded.append(replace(queue, flavors=tuple(entries)))
+    return tuple(bounded)
 
 
 def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Mapping[str, TeamSpec],
@@ -278,7 +368,42 @@ def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Ma
         priorities=MappingProxyType(dict(queueing.priorities)),
         flavor_order=order,
         topologies=_topologies(flavors),
-        queues=tuple(_queue(t, teams[t.name], queueing, by_name, order, covered) for t in team_facts),
+        queues=_bounded([_queue(t, teams[t.name], queueing, by_name, order, covered) for t in team_facts],
+                        shared_pool, queueing.default_borrowing_limit),
         shared_pool=shared_pool,
         exclude_resource_prefixes=tuple(dict.fromkeys(prefixes)),
     )
+
+
+def whole_pool_problem(facts: QueueingFacts, setting: int | str) -> str | None:
+    """A team must not reach, through Kueue, every GPU of a pool that other teams queue for too: its namespace
+    ceiling would be the whole pool. A pool only one queue lists is that team's alone (Kueue lends a flavor
+    only to queues that list it), so nobody else loses anything there."""
+    for queue in facts.queues:
+        for entry in queue.flavors:
+            others = [q.team for q in facts.queues if q.team != queue.team
+                      and any(e.flavor == entry.flavor for e in q.flavors)]
+            for resource, limit in entry.borrowing.items():
+                total = facts.shared_pool.get(entry.flavor, {}).get(resource, Decimal(0)) + sum(
+                    (e.nominal.get(resource, Decimal(0)) for q in facts.queues for e in q.flavors
+                     if e.flavor == entry.flavor), Decimal(0))
+                if not others or total == 0 or entry.reach[resource] < total:
+                    continue
+                nominal = entry.nominal.get(resource, Decimal(0))
+                borrowed = entry.reach[resource] - nominal
+                where = (f"lets team {queue.team} reach all {total} {resource} of pool {entry.flavor} ({nominal} "
+                         f"guaranteed + {borrowed} borrowed), which team(s) {', '.join(others)} queue for too")
+                if nominal >= total:
+                    return (f"teams.{queue.team}.quota.{entry.flavor}: {nominal} {where}: lower the quota so the "
+                            "others can run there, or take the pool out of their quotas")
+                bound = total - nominal - 1
+                shown: object = limit
+                if entry.limit_from == DEFAULT_BORROWING_LIMIT:
+                    shown, fix = setting, (f"use a percentage below 100% or fewer GPUs, or give team {queue.team} "
+                                           f"a borrowingLimit of at most {bound}")
+                elif entry.limit_from == f"teams.{queue.team}.borrowingLimit":
+                    fix = f"set it to at most {bound}, or give quota.{entry.flavor} its own borrowingLimit"
+                else:
+                    fix = f"set it to at most {bound}"
+                return f"{entry.limit_from}: {shown} {where}: {fix}"
+    return None
