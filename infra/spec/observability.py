@@ -78,8 +78,8 @@ def check_managed_prometheus(spec: ObservabilitySpec, cluster_kind: str) -> None
         raise ValueError(f"{where}: true is not supported on gke: Managed Service for Prometheus takes no remote "
                          "write and collects with its own PodMonitoring objects; remove managedPrometheus")
     if cluster_kind not in MANAGED:
-        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks or aks), this stack's "
-                         f"cluster is {cluster_kind}: remove managedPrometheus")
+        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks or aks), not an "
+                         f"{cluster_kind} cluster (on-prem or laptop): remove managedPrometheus")
 
 
 @dataclass(frozen=True)
