@@ -55,7 +55,8 @@ class Alerting(Strict):
 
 class ObservabilitySpec(Strict):
     """`retention` (e.g. 15d), `storage` (the Prometheus volume; `none` keeps data in memory, lost on restart),
-    `storageClass` (default: the stack's `block` class), `grafana`, and `alerting`."""
+    `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and `managedPrometheus` (also
+    remote-write to the cloud's managed Prometheus: EKS and AKS only, docs/observability.md)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
