@@ -70,7 +70,11 @@ def test_the_option_is_accepted_where_a_managed_prometheus_exists(tmp_path: Path
         raw = raw_platform(stack)
         raw["observability"] = {"managedPrometheus": True}
         assert load_file(write_stack(tmp_path, raw, stack)).observability.managed_prometheus == service
+        needs = {need.capability: need.who for need in load_file(write_stack(tmp_path, raw, stack)).prerequisites.needs}
+        assert "observability" in needs["workload-identity"]  # checked live by `trainyard verify`
     assert platform_of("aws-prod").observability.managed_prometheus is None  # off by default
+    assert "observability" not in {n.capability: n.who for n in platform_of("aws-prod").prerequisites.needs}[
+        "workload-identity"]
 
 
 def test_eks_writes_to_its_amp_workspace_as_a_pod_identity_allowed_only_that() -> None:
