@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -29,6 +30,16 @@ class WorkloadIdentity:
 
 
 @dataclass(frozen=True)
+class RemoteWrite:
+    """Where Prometheus sends its samples (the cloud's managed Prometheus) and how it signs them: `auth` is the
+    prometheus-operator RemoteWriteSpec field of that cloud (`sigv4`, `azureAd`). The writing identity is the
+    Prometheus service account's entry in `identities`."""
+
+    url: pulumi.Input[str]
+    auth: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ClusterContract:
     kind: str  # existing | eks | gke | aks
     # The provider every in-cluster object uses. It depends on `ready`, so nothing the platform declares is
@@ -42,6 +53,7 @@ class ClusterContract:
     buckets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)  # bucket key -> name in the store
     storage_parameters: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)  # provisioner
     identities: Mapping[str, WorkloadIdentity] = field(default_factory=dict)  # account_key -> identity
+    remote_write: RemoteWrite | None = None  # observability.managedPrometheus
 
     def identity(self, namespace: str, service_account: str) -> WorkloadIdentity | None:
         return self.identities.get(account_key(namespace, service_account))

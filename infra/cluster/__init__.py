@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.contract import ClusterContract, WorkloadIdentity
+from infra.contract import ClusterContract, RemoteWrite, WorkloadIdentity
 from infra.spec import Platform
 from infra.spec.prerequisites import Provision
 
@@ -35,20 +35,22 @@ def cluster_capabilities(platform: Platform) -> dict[str, str]:
 
 class CloudCluster(pulumi.ComponentResource):
     """A cluster Trainyard creates: its provider comes from the new cluster, its readiness is its node pools and
-    add-ons, and it makes the buckets and workload identities the platform asks for."""
+    add-ons, and it makes the buckets, workload identities and managed Prometheus the platform asks for."""
 
     provider: k8s.Provider
     ready: tuple[pulumi.Resource, ...]
     buckets: dict[str, pulumi.Input[str]]
     storage_parameters: dict[str, dict[str, pulumi.Input[str]]]
     identities: dict[str, WorkloadIdentity]
+    remote_write: RemoteWrite | None = None
     kind: str
 
     def contract(self, platform: Platform) -> ClusterContract:
         return ClusterContract(
             kind=self.kind, provider=self.provider, component=self, pools=tuple(f.pool for f in platform.flavors),
             capabilities=cluster_capabilities(platform), ready=self.ready, buckets=dict(self.buckets),
-            storage_parameters=dict(self.storage_parameters), identities=dict(self.identities))
+            storage_parameters=dict(self.storage_parameters), identities=dict(self.identities),
+            remote_write=self.remote_write)
 
 
 def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig: pulumi.Input[str],

@@ -14,14 +14,17 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure_native
 
+from infra.contract import account_key
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import AKS_SERVICE_CIDR, GpuStack, aks_gpu_instance_profile, aks_pool_name
 from infra.spec.flavors import AKS_SPOT_TAINT
+from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
 
 from . import CloudCluster, kubernetes_provider
 from .aks_identity import bucket_identities
 from .buckets import cloud_buckets
+from .managed_prometheus import azure_monitor
 from .network_azure import azure_subnet
 
 containerservice = azure_native.containerservice
@@ -122,6 +125,10 @@ class AksCluster(CloudCluster):
         self.identities = bucket_identities(
             platform, group, self.cluster.oidc_issuer_profile.issuer_url,
             stored.ids, self._opts(), self.azure) if platform.storage.profile == "azure" else {}
+        if platform.observability.managed_prometheus:
+            self.remote_write, identity = azure_monitor(
+                platform, group, spec.location, self.cluster.oidc_issuer_profile.issuer_url, self._opts(), self.azure)
+            self.identities[account_key(*PROMETHEUS_ACCOUNT)] = identity
         self.register_outputs({"cluster": platform.cluster_name, "location": spec.location,
                                "agentPools": [aks_pool_name(flavor.name) for flavor in platform.flavors]})
 

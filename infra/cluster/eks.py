@@ -15,8 +15,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
+from infra.contract import account_key
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import SystemPool
+from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
 
 from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
@@ -30,6 +32,7 @@ from .eks_addons import (
     node_template_tags,
     vpc_cni,
 )
+from .managed_prometheus import amazon_managed_prometheus
 from .network_aws import AwsSubnets, aws_subnets
 
 GPU_AMI, CPU_AMI = "AL2023_x86_64_NVIDIA", "AL2023_x86_64_STANDARD"
@@ -121,6 +124,9 @@ class EksCluster(CloudCluster):
             vpc_cidr = spec.network.create.cidr if spec.network.create else aws.ec2.get_vpc_output(
                 id=subnets.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self, provider=self.aws)).cidr_block
             efs_mount_targets(file_system, subnets.vpc_id, vpc_cidr, subnets.private, self._opts())
+        if platform.observability.managed_prometheus:
+            self.remote_write, identity = amazon_managed_prometheus(platform, spec.region, installed, self._opts())
+            self.identities[account_key(*PROMETHEUS_ACCOUNT)] = identity
         self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
                                "nodeGroups": [flavor.name for flavor in platform.flavors]})
 

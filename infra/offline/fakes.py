@@ -44,6 +44,13 @@ OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "gcp:serviceaccount/account:Account": lambda inputs: {
         "email": f"{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
         "member": f"serviceAccount:{inputs.get('accountId')}@offline.iam.gserviceaccount.com"},
+    # The managed Prometheus of observability.managedPrometheus: what its remote write URL is built from.
+    "aws:amp/workspace:Workspace": lambda inputs: {
+        "arn": "arn:aws:aps:us-east-1:123456789012:workspace/ws-offline",
+        "prometheusEndpoint": "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-offline/"},
+    "azure-native:monitor:DataCollectionEndpoint": lambda inputs: {
+        "metricsIngestion": {"endpoint": "https://offline.eastus-1.metrics.ingest.monitor.azure.com"}},
+    "azure-native:monitor:DataCollectionRule": lambda inputs: {"immutableId": "dcr-offline"},
 }
 
 # Resource type -> outputs a real provider computes from the resource's name (IAM role ARNs, which add-ons and pod
@@ -58,7 +65,7 @@ CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "kubeconfigs": [{"name": "clusterUser", "value": base64.b64encode(FAKE_KUBECONFIG.encode()).decode()}]},
     # The lookups the cluster layer's workload identities and EFS mount targets make.
     "azure-native:authorization:getClientConfig": lambda args: {
-        "subscriptionId": "00000000-0000-0000-0000-000000000000"},
+        "subscriptionId": "00000000-0000-0000-0000-000000000000", "tenantId": "33333333-3333-3333-3333-333333333333"},
     "gcp:organizations/getProject:getProject": lambda args: {"number": "123456789012"},
     "aws:ec2/getVpc:getVpc": lambda args: {"cidrBlock": "10.0.0.0/16"},
 }

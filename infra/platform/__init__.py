@@ -10,6 +10,7 @@ from pulumi import Output
 
 from infra.contract import ClusterContract
 from infra.spec import Platform
+from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
 
 from .admission import Admission
@@ -38,4 +39,5 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     Access("access", platform, provider, tenancy.namespaces)
     Admission("admission", platform, provider)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
-    observability(platform, provider, alert_webhook, grafana_password, after=monitored)
+    observability(platform, provider, alert_webhook, grafana_password, after=monitored,
+                  remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))

@@ -15,6 +15,9 @@ Choices (facts in ../shared/reference/observability.md):
 - node-exporter needs host namespaces and host paths: it runs in its own privileged namespace, so `monitoring`
   stays at Pod Security `baseline`.
 - Alertmanager's configuration is a Secret built here (receiver URLs are Pulumi secrets, never chart values).
+- With observability.managedPrometheus, Prometheus also remote-writes every sample to the cloud's managed
+  Prometheus the cluster layer made (contract.remote_write), as the workload identity bound to its service
+  account; scraping, rules and alerts stay here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.contract import RemoteWrite, WorkloadIdentity
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.versions import KUBE_PROMETHEUS_STACK_CHART
@@ -99,9 +103,11 @@ def scrape_jobs(platform: Platform) -> tuple[str, ...]:
     return tuple(sorted({*CHART_JOBS, *(m.job for m in monitors(platform))}))
 
 
-def chart_values(platform: Platform) -> dict[str, Any]:
+def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
+                 identity: WorkloadIdentity | None = None) -> dict[str, Any]:
     """Every key here exists in the chart's values.yaml (test_observability checks it), except below maps the
-    chart leaves empty for the user (storageSpec, externalLabels)."""
+    chart leaves empty for the user (storageSpec, externalLabels, podMetadata, serviceAccount.annotations).
+    `remote_write` and `identity`: the managed Prometheus and the Prometheus service account's cloud identity."""
     facts = platform.observability
     managed = platform.spec.cluster.existing is None  # EKS/GKE/AKS: no scheduler, controller-manager, etcd to scrape
     spec: dict[str, Any] = {
@@ -117,8 +123,15 @@ def chart_values(platform: Platform) -> dict[str, Any]:
         spec["storageSpec"] = {"volumeClaimTemplate": {"spec": claim}}
         if facts.retention_size:
             spec["retentionSize"] = facts.retention_size
+    prometheus: dict[str, Any] = {"prometheusSpec": spec}
+    if remote_write is not None:
+        spec["remoteWrite"] = [{"url": remote_write.url, **remote_write.auth}]
+        if identity is not None and identity.annotations:
+            prometheus["serviceAccount"] = {"annotations": dict(identity.annotations)}
+        if identity is not None and identity.pod_labels:
+            spec["podMetadata"] = {"labels": dict(identity.pod_labels)}
     values: dict[str, Any] = {
-        "prometheus": {"prometheusSpec": spec},
+        "prometheus": prometheus,
         "alertmanager": {"alertmanagerSpec": {"useExistingSecret": True}},
         "prometheusOperator": {"admissionWebhooks": {"enabled": False}, "tls": {"enabled": False}},
         "defaultRules": {"rules": {"windows": False, **({"etcd": False, "kubeControllerManager": False,
@@ -160,6 +173,7 @@ def alertmanager_config(platform: Platform, webhook_url: str | None) -> dict[str
 class Observability(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, webhook_url: pulumi.Input[str] | None,
                  grafana_password: pulumi.Input[str] | None, after: Sequence[pulumi.Resource] = (),
+                 remote_write: RemoteWrite | None = None, identity: WorkloadIdentity | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Observability", name, None, opts)
         kubernetes = platform.spec.versions.kubernetes
@@ -184,7 +198,8 @@ class Observability(pulumi.ComponentResource):
             secrets.append(kube_object(
                 "grafana-admin", "v1", "Secret", metadata(GRAFANA_SECRET, NAMESPACE), in_ns,
                 stringData={"admin-user": "admin", "admin-password": pulumi.Output.secret(grafana_password)}))
-        self.chart = helm_chart(RELEASE, KUBE_PROMETHEUS_STACK_CHART, NAMESPACE, chart_values(platform),
+        self.chart = helm_chart(RELEASE, KUBE_PROMETHEUS_STACK_CHART, NAMESPACE,
+                                chart_values(platform, remote_write, identity),
                                 child_opts(self, provider, depends_on=[ns, node_ns, *secrets]))
         # Monitors and rules need the chart's CRDs; the monitored namespaces come from the other components.
         after_chart = child_opts(self, provider, depends_on=[self.chart, *after])
@@ -203,12 +218,15 @@ class Observability(pulumi.ComponentResource):
                         data={f"{board_name}.json": board})
         self.register_outputs({"chart": KUBE_PROMETHEUS_STACK_CHART.version, "scrapeJobs": list(scrape_jobs(platform)),
                                "alerts": sum(1 for g in groups for r in g["rules"] if "alert" in r),
-                               "dashboards": sorted(boards)})
+                               "dashboards": sorted(boards),
+                               "managedPrometheus": platform.observability.managed_prometheus})
 
 
 def observability(platform: Platform, provider: k8s.Provider, webhook_url: pulumi.Input[str] | None,
-                  grafana_password: pulumi.Input[str] | None,
-                  after: Sequence[pulumi.Resource] = ()) -> Observability | None:
+                  grafana_password: pulumi.Input[str] | None, after: Sequence[pulumi.Resource] = (),
+                  remote_write: RemoteWrite | None = None,
+                  identity: WorkloadIdentity | None = None) -> Observability | None:
     if not platform.observability.enabled:
         return None
-    return Observability("observability", platform, provider, webhook_url, grafana_password, after)
+    return Observability("observability", platform, provider, webhook_url, grafana_password, after, remote_write,
+                         identity)

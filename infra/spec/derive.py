@@ -174,7 +174,7 @@ def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tup
     local = spec.cluster.existing is not None and spec.cluster.existing.simulated_gpus
     # The same condition as the GPU component's: Trainyard installs the operator, whose DCGM exporter we scrape.
     dcgm = spec.cluster.gpu_stack().operator and any(flavor.gpu for flavor in flavors)
-    return derive_observability(spec.observability, local, dcgm, classes)
+    return derive_observability(spec.observability, local, dcgm, classes, spec.cluster.kind)
 
 
 def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor],

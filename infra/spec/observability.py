@@ -3,6 +3,11 @@
 
 Defaults per environment: a laptop stack (simulated GPUs) keeps 2 days in memory; every other stack keeps 15 days
 on a 100Gi volume of its `block` StorageClass.
+
+`managedPrometheus: true` also sends every sample to the cloud's managed Prometheus (remote write, signed with the
+Prometheus pod's workload identity): Amazon Managed Service for Prometheus on EKS, Azure Monitor managed Prometheus
+on AKS. The in-cluster Prometheus keeps scraping, evaluating the rules and alerting, so the offline rule checks
+hold whatever the destination. Refused on existing clusters (no cloud to write to) and on GKE (see MANAGED).
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from .storage import BLOCK
 Severity = Literal["critical", "warning", "info"]
 PAGED: tuple[Severity, ...] = ("critical", "warning")
 RETENTION = r"^[1-9][0-9]*[hdw]$"
+# The Prometheus pods' service account as kube-prometheus-stack names it (release kube-prometheus-stack):
+# the account the cloud identity that writes to the managed Prometheus is bound to.
+PROMETHEUS_ACCOUNT = ("monitoring", "kube-prometheus-stack-prometheus")
+# Cluster kind -> the managed Prometheus remote write reaches. GKE has none: Managed Service for Prometheus has
+# no remote-write endpoint (it ingests through its own collectors), and prometheus-operator 0.93.1's
+# RemoteWriteSpec has no Google authentication (only sigv4, azureAd, oauth2, basic auth, authorization).
+MANAGED = {"eks": "amazon-managed-prometheus", "aks": "azure-monitor"}
 
 
 class Alerting(Strict):
@@ -43,7 +55,8 @@ class Alerting(Strict):
 
 class ObservabilitySpec(Strict):
     """`retention` (e.g. 15d), `storage` (the Prometheus volume; `none` keeps data in memory, lost on restart),
-    `storageClass` (default: the stack's `block` class), `grafana`, and `alerting`."""
+    `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and `managedPrometheus` (also
+    remote-write to the cloud's managed Prometheus: EKS and AKS only, docs/observability.md)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
@@ -51,6 +64,23 @@ class ObservabilitySpec(Strict):
     storage_class: str | None = Field(default=None, alias="storageClass", pattern=r"^[a-z0-9][-a-z0-9.]*$")
     grafana: bool = True
     alerting: Alerting = Field(default_factory=Alerting)
+    managed_prometheus: bool = Field(default=False, alias="managedPrometheus")
+
+
+def check_managed_prometheus(spec: ObservabilitySpec, cluster_kind: str) -> None:
+    """The option needs the in-cluster Prometheus (it remote-writes) and a cloud with a managed Prometheus."""
+    if not spec.managed_prometheus:
+        return
+    where = "observability.managedPrometheus"
+    if not spec.enabled:
+        raise ValueError(f"{where}: true needs observability.enabled (the in-cluster Prometheus sends the samples): "
+                         "enable observability or remove managedPrometheus")
+    if cluster_kind == "gke":
+        raise ValueError(f"{where}: true is not supported on gke: Managed Service for Prometheus takes no remote "
+                         "write and collects with its own PodMonitoring objects; remove managedPrometheus")
+    if cluster_kind not in MANAGED:
+        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks or aks), not an "
+                         f"{cluster_kind} cluster (on-prem or laptop): remove managedPrometheus")
 
 
 @dataclass(frozen=True)
@@ -63,6 +93,7 @@ class ObservabilityFacts:
     grafana: bool
     alerting: Alerting
     dcgm: bool  # the GPU Operator's DCGM exporter runs (Trainyard installs the operator and the stack has GPUs)
+    managed_prometheus: str | None  # the cloud's managed Prometheus Prometheus remote-writes to (MANAGED), or None
     components: frozenset[str]  # metric catalog components this stack exports
 
     def catalog(self) -> dict[str, metrics.Metric]:
@@ -71,8 +102,10 @@ class ObservabilityFacts:
                 for name in metrics.series_names(metric)}
 
 
-def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str, ...]) -> ObservabilityFacts:
-    """`spec` is the ObservabilitySpec; `local` a laptop stack; `classes` the stack's StorageClass names."""
+def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str, ...],
+                         cluster_kind: str) -> ObservabilityFacts:
+    """`spec` is the ObservabilitySpec (checked by check_managed_prometheus); `local` a laptop stack; `classes` the
+    stack's StorageClass names."""
     obs: ObservabilitySpec = spec
     storage = obs.storage if obs.storage is not None else ("none" if local else "100Gi")
     size = None if storage == "none" else str(storage)
@@ -91,5 +124,6 @@ def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str,
         grafana=obs.grafana,
         alerting=obs.alerting,
         dcgm=dcgm,
+        managed_prometheus=MANAGED[cluster_kind] if obs.managed_prometheus else None,
         components=frozenset(components) if obs.enabled else frozenset(),
     )

@@ -10,7 +10,7 @@ from .backup import BackupSpec
 from .base import DnsLabel, Strict
 from .cluster import ClusterSpec
 from .namespaces import reserved_problem
-from .observability import ObservabilitySpec
+from .observability import ObservabilitySpec, check_managed_prometheus
 from .policy import PolicySpec
 from .pools import MAX_NODES, PoolSpec
 from .queueing import Queueing, check_queueing
@@ -95,6 +95,7 @@ class PlatformSpec(Strict):
         _check_namespaces_unique(self.teams)
         _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
+        check_managed_prometheus(self.observability, self.cluster.kind)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")

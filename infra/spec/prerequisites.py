@@ -10,7 +10,7 @@ A need names a capability in a small vocabulary:
 | `autoscaler` | something that adds nodes to a pool whose minimum is below its maximum |
 | `spot-interruption` | Spot nodes drained when the cloud reclaims them |
 | `group-claims` | cluster login that puts the identity provider's groups into requests (RBAC subjects) |
-| `workload-identity` | pods reach cloud storage with a federated identity, no static key |
+| `workload-identity` | pods reach cloud storage (or the managed Prometheus) with a federated identity, no static key |
 | `crd:<group>` | the CRDs of an API group whose objects the platform declares but does not install |
 | `device:<resource>` | a device plugin advertising an extended resource the pools' pods request |
 
@@ -168,6 +168,8 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
         needs.append(Need("group-claims", "access (persona RoleBindings name identity-provider groups)"))
     if storage.profile in ("aws", "gcp", "azure"):
         needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
+    if spec.observability.managed_prometheus:
+        needs.append(Need("workload-identity", "observability (Prometheus' remote write to the managed Prometheus)"))
     who: dict[str, list[str]] = {}
     for need in needs:
         who.setdefault(need.capability, []).append(need.who)
