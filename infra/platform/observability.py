@@ -27,6 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.versions import KUBE_PROMETHEUS_STACK_CHART
@@ -211,4 +212,4 @@ def observability(platform: Platform, provider: k8s.Provider, webhook_url: pulum
                   after: Sequence[pulumi.Resource] = ()) -> Observability | None:
     if not platform.observability.enabled:
         return None
-    return Observability("observability", platform, provider, webhook_url, grafana_password, after)
+    return Observability(named("observability"), platform, provider, webhook_url, grafana_password, after)
