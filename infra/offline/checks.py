@@ -19,6 +19,7 @@ from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
 from .clusters import split
 from .engine import Capture, Registration
+from .hybrid_checks import hybrid_findings
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
@@ -101,7 +102,7 @@ def run_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> l
     for cluster, (member, part) in split(platform, capture).items():
         found = _cluster_checks(member, part, crds_dir)
         findings += [replace(f, subject=f"{cluster}: {f.subject}") for f in found] if cluster else found
-    return sorted(set(findings))
+    return sorted(set(findings + hybrid_findings(platform, capture)))
 
 
 def _cluster_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:
