@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from infra.naming import cluster_scope, named
+from infra.offline.checks import run_checks
 from infra.offline.clusters import split
 from infra.offline.hybrid_checks import hybrid_findings, mirror_findings, rbac_findings
 from infra.platform.multikueue import ACCOUNT
@@ -19,7 +20,7 @@ from infra.spec.capacity import capacity_findings
 from infra.spec.hybrid import kubeconfig_problem
 from infra.verify_hybrid import contexts, multikueue_findings
 
-from .conftest import capture_of, platform_of, raw_platform
+from .conftest import CRDS, capture_of, platform_of, raw_platform
 
 STACK = "hybrid-burst"
 
@@ -238,3 +239,12 @@ def test_verify_checks_each_worker_is_connected() -> None:
     assert contexts(platform, ["burst=aws-burst"])["burst"] == "aws-burst"
     with pytest.raises(SpecError):
         contexts(platform, ["elsewhere=x"])
+
+
+def test_every_check_passes_on_every_cluster() -> None:
+    """What the per-stack tests assert of a single-cluster stack (schemas, CEL, webhooks, admission, policy pack,
+    backup, observability, prerequisites, capacity) holds on each cluster: `trainyard validate` is clean."""
+    if not CRDS.is_dir():
+        pytest.skip(f"{CRDS} not present")
+    errors = [f.line() for f in run_checks(platform_of(STACK), capture_of(STACK), CRDS) if f.severity == "error"]
+    assert errors == []
