@@ -76,7 +76,7 @@ def test_burst_quota_exactly_at_worker_capacity_passes_one_past_fails() -> None:
 
 
 @pytest.mark.parametrize(("edit", "path", "words"), [
-    (lambda r: r["pools"]["p5"].pop("cluster"), "pools.p5.cluster", "not a declared cluster"),
+    (lambda r: r["pools"]["p5"].pop("cluster"), "pools.p5.cluster", "missing: name the cluster"),
     (lambda r: r["teams"]["vision"]["quota"].update(p5=8), "teams.vision.quota.p5", "worker pools go under `burst`"),
     (lambda r: r["teams"]["nlp"]["burst"].update(h100=4), "teams.nlp.burst.h100", "manager's go under `quota`"),
     (lambda r: r["clusters"]["burst"].pop("link"), "clusters.burst.link", "declares how the manager reaches it"),
@@ -85,6 +85,9 @@ def test_burst_quota_exactly_at_worker_capacity_passes_one_past_fails() -> None:
     (lambda r: r["clusters"]["burst"]["eks"].update(region="mars-1"), "clusters.burst.eks.region", ""),
     (lambda r: r["teams"]["vision"]["burst"].update(p5=-1), "teams.vision.burst.p5", ""),
     (lambda r: r.update(cluster={"existing": {"context": "x"}}), "cluster", "not both"),
+    (lambda r: r["clusters"].update({"Cloud_2": r["clusters"].pop("burst")}), "clusters.Cloud_2", "lowercase"),
+    (lambda r: r["teams"].update(nlp="x"), "teams.nlp", ""),
+    (lambda r: r.update(teams=["vision"]), "teams", "mapping"),
 ])
 def test_bad_layouts_name_the_field_path(edit: Any, path: str, words: str) -> None:
     raw = raw_platform(STACK)

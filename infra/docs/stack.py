@@ -137,9 +137,10 @@ def _burst(platform: Platform, capture: Capture) -> list[str]:
     diagram = ["```mermaid", "flowchart LR"]
     for row in burst_rows(platform):
         team, worker = row[0], row[3].split(" ")[0]
-        diagram += [f'  {team}_ns["{team} namespaces<br/>{row[1]}"] --> {team}_{worker}_cq["{row[2].split(" (")[0]}'
-                    f'<br/>on {hybrid.manager}"]',
-                    f'  {team}_{worker}_cq -- "MultiKueue check {worker}" --> {worker}_w["{worker} worker"]']
+        ns, cq, w = (f"{part.replace('-', '_')}_{suffix}" for part, suffix in
+                     ((team, "ns"), (f"{team}_{worker}", "cq"), (worker, "w")))
+        diagram += [f'  {ns}["{team} namespaces<br/>{row[1]}"] --> {cq}["{row[2].split(" (")[0]}<br/>on '
+                    f'{hybrid.manager}"]', f'  {cq} -- "MultiKueue check {worker}" --> {w}["{worker} worker"]']
     lines = ["## Clusters", "", *_table(rows), "## Burst path", "",
              "Jobs submitted to the LocalQueue named after a worker are admitted on the manager and run on the "
              "worker (docs/hybrid.md).", "", *_table([["team", "submit to", "on the manager", "worker",

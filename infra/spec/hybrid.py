@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
     from .derive import Platform, TeamFacts
 
 MANAGER, WORKER = "manager", "worker"
-ROLE_KEYS = ("role", "link", "workerLostTimeout")  # the keys of a `clusters` entry besides its kind
+ROLE_KEYS = ("role", "link", "workerLostTimeout")
+CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
 Network = Literal["vpn", "interconnect", "public"]
 
 
@@ -103,6 +105,9 @@ def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
     roles: dict[str, Role] = {}
     for name, entry in clusters.items():
         where = f"{PLATFORM_KEY}.clusters.{name}"
+        if not isinstance(name, str) or not CLUSTER_NAME.match(name):
+            raise SpecError(where, "a cluster's name prefixes its resources and names its burst LocalQueue: up to 30 "
+                                   "lowercase letters, digits and '-', starting with a letter")
         if not isinstance(entry, dict):
             raise SpecError(where, "must be a mapping: {role: manager|worker, <kind>: {...}}")
         try:
@@ -127,8 +132,9 @@ def _pool_clusters(pools: dict[str, Any], roles: Mapping[str, Role]) -> dict[str
     for name, pool in pools.items():
         cluster = pool.get("cluster") if isinstance(pool, dict) else None
         if cluster not in roles:
-            raise SpecError(f"{PLATFORM_KEY}.pools.{name}.cluster", f"'{cluster}' is not a declared cluster: "
-                                                                    f"name one of {', '.join(roles)}")
+            what = "missing" if cluster is None else f"'{cluster}' is not a declared cluster"
+            raise SpecError(f"{PLATFORM_KEY}.pools.{name}.cluster", f"{what}: name the cluster this pool belongs "
+                                                                    f"to, one of {', '.join(roles)}")
         owner[name] = str(cluster)
     return owner
 
@@ -168,6 +174,9 @@ def _cluster_raw(raw: Mapping[str, Any], name: str, role: str, owner: Mapping[st
     quota_key = "quota" if role == MANAGER else "burst"
     own_teams = {}
     for team, entry in teams.items():
+        if not isinstance(entry, dict):
+            own_teams[team] = entry  # TeamSpec names the problem
+            continue
         quota = {pool: q for pool, q in (entry.get(quota_key) or {}).items() if owner[pool] == name}
         if role == MANAGER or quota:
             own_teams[team] = {**{k: v for k, v in entry.items() if k != "burst"}, "quota": quota}
@@ -219,6 +228,8 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
             raise SpecError(f"{PLATFORM_KEY}.clusters", f"two {kind} clusters in one stack: their cloud resources "
                                                         "would share names; use one per cloud (or a stack each)")
     owner = _pool_clusters(_mapping(raw, "pools"), roles)
+    if not isinstance(raw.get("teams") or {}, dict):
+        raise SpecError(f"{PLATFORM_KEY}.teams", "must be a mapping of team name to its declaration")
     _team_quotas(raw.get("teams") or {}, owner, roles)
     manager = next(name for name, role in roles.items() if role.role == MANAGER)
     platforms: dict[str, Platform] = {}
