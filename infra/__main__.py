@@ -1,15 +1,26 @@
-"""The Pulumi program: load the spec, build the cluster and the platform. Nothing else."""
+"""The Pulumi program: load the spec, build the cluster and the platform (each cluster's, in a stack of
+several, then MultiKueue between them). Nothing else."""
 
 import pulumi
 
 from infra.cluster import build_cluster
-from infra.platform import build_platform
+from infra.naming import cluster_scope
+from infra.platform import build_burst, build_platform
 from infra.spec import KUBECONFIG_KEY, load_pulumi, secret
 from infra.spec.keys import ALERT_WEBHOOK_KEY, CREDENTIALS_KEY, GRAFANA_PASSWORD_KEY
+from infra.spec.load import worker_kubeconfigs
 
 platform = load_pulumi()
-cluster = build_cluster(platform, secret(KUBECONFIG_KEY))
-build_platform(platform, cluster, secret(CREDENTIALS_KEY), secret(ALERT_WEBHOOK_KEY), secret(GRAFANA_PASSWORD_KEY))
+secrets = (secret(CREDENTIALS_KEY), secret(ALERT_WEBHOOK_KEY), secret(GRAFANA_PASSWORD_KEY))
+if platform.hybrid is None:
+    build_platform(platform, build_cluster(platform, secret(KUBECONFIG_KEY)), *secrets)
+else:
+    built = {}
+    for name, member in platform.hybrid.clusters.items():
+        with cluster_scope(name):
+            built[name] = build_platform(member, build_cluster(member, secret(KUBECONFIG_KEY)), *secrets)
+    build_burst(platform, built, worker_kubeconfigs(platform))
+    pulumi.export("clusters", {name: member.cluster_name for name, member in platform.hybrid.clusters.items()})
 pulumi.export("stack", platform.stack)
 pulumi.export("cluster", platform.cluster_name)
 pulumi.export("kubernetes", platform.spec.versions.kubernetes)  # the offline engine renders charts for it

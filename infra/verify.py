@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
+from infra.verify_hybrid import contexts, multikueue_findings
 from infra.verify_prerequisites import prerequisite_findings
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
@@ -213,7 +214,10 @@ class KubernetesCluster:
         return items
 
     def cluster_queues(self) -> list[dict[str, Any]]:
-        listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+        return self.kueue_objects("clusterqueues")
+
+    def kueue_objects(self, plural: str) -> list[dict[str, Any]]:
+        listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)
         items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
         return items
 
@@ -257,7 +261,8 @@ def connect_and_verify(platform: Platform, context: str | None) -> list[Finding]
 
     where = f"kubeconfig {kubeconfig_files()}, context {context or '(its current context)'}"
     try:
-        return verify(platform, KubernetesCluster(context))
+        live = KubernetesCluster(context)
+        return [*verify(platform, live), *multikueue_findings(platform, live)]
     except (ConfigException, HTTPError, ApiException, OSError) as error:
         raise SpecError(where, f"cannot connect to the cluster: {_why(error)}; point KUBECONFIG or --context at the "
                                "stack's cluster (a read-only verifier's kubeconfig is enough)") from None
@@ -268,9 +273,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     def run(args: argparse.Namespace) -> int:
         platform = load_file(stack_path(args.stack, ROOT))
-        existing = platform.spec.cluster.existing
-        context = args.context or (existing.context if existing else None)
-        findings = connect_and_verify(platform, context)
+        if platform.hybrid is not None:
+            findings = []
+            for name, context in contexts(platform, args.context or []).items():
+                # The manager's own Platform carries the stack's clusters: it is checked for MultiKueue too.
+                member = platform if name == platform.hybrid.manager else platform.hybrid.clusters[name]
+                findings += [replace(f, subject=f"{name}: {f.subject}") for f in connect_and_verify(member, context)]
+        else:
+            existing = platform.spec.cluster.existing
+            given: str | None = args.context[-1] if args.context else None
+            findings = connect_and_verify(platform, given or (existing.context if existing else None))
         for finding in findings:
             print(finding.line())
         print(f"verify {platform.stack}: {len(findings)} problem(s)")
@@ -278,6 +290,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     parser = sub.add_parser("verify", help="after pulumi up: compare the live cluster with the stack")
     parser.add_argument("stack", help="a stack name (stacks/Pulumi.<STACK>.yaml) or the path of a stack file")
-    parser.add_argument("--context", help="kubeconfig context (default: the stack's, else the current one); the "
-                                          "kubeconfig is $KUBECONFIG, else ~/.kube/config")
+    parser.add_argument("--context", action="append",
+                        help="kubeconfig context (default: the stack's, else the current one); the kubeconfig is "
+                             "$KUBECONFIG, else ~/.kube/config. A stack of several clusters: CLUSTER=CONTEXT, once "
+                             "per cluster (default: an existing cluster's context, else the cluster's name)")
     parser.set_defaults(func=run)

@@ -17,7 +17,7 @@ from infra import cli
 from infra.cli import main, parser
 from infra.offline import engine
 
-from .conftest import CRDS, ROOT, STACKS, capture_of, stack_file
+from .conftest import ALL_STACKS, CRDS, ROOT, capture_of, stack_file
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```(?:sh|bash|shell|console)?\n(.*?)```", re.S)
@@ -63,7 +63,7 @@ def test_the_docs_show_commands_of_every_offline_kind() -> None:
 def test_each_documented_command_parses_and_names_a_stack(doc: str, argv: tuple[str, ...]) -> None:
     args = parser().parse_args(list(argv))
     stack = getattr(args, "stack", None)
-    assert stack is None or stack in STACKS, f"{doc}: {' '.join(argv)} names no stack of stacks/"
+    assert stack is None or stack in ALL_STACKS, f"{doc}: {' '.join(argv)} names no stack of stacks/"
 
 
 RUNNABLE = [(doc, argv) for doc, argv in COMMANDS if argv[0] in OFFLINE and "/tmp/" not in " ".join(argv)]

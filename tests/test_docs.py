@@ -12,7 +12,7 @@ from infra.docs.command import run
 from infra.docs.reference import stack_reference
 from infra.spec.platform import PlatformSpec
 
-from .conftest import STACKS, capture_of, platform_of, stack_file
+from .conftest import ALL_STACKS, capture_of, platform_of, stack_file
 
 
 def test_docs_check_fails_when_a_stack_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,7 +28,7 @@ def test_docs_check_fails_when_a_stack_changes(tmp_path: Path, capsys: pytest.Ca
     assert "stale: docs/stacks/local.md" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", ALL_STACKS)
 def test_stack_page_names_every_pool_team_and_chart(stack: str) -> None:
     from infra.docs.stack import stack_page
 

@@ -8,10 +8,10 @@ import pytest
 
 from infra.spec.pools import GPU_RESOURCE
 
-from .conftest import STACKS, platform_of
+from .conftest import ALL_STACKS, platform_of
 
 
-@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("stack", ALL_STACKS)
 def test_every_stack_loads(stack: str) -> None:
     platform = platform_of(stack)
     assert platform.stack == stack

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import ClusterContract, RemoteWrite, WorkloadIdentity
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.prerequisites import Provision
 
@@ -58,7 +59,7 @@ def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig:
     """The provider of a cluster Trainyard created, from the cluster's kubeconfig output (kept secret). It waits
     for `ready` (node pools, add-ons): nothing in the cluster is applied before its nodes exist."""
     return k8s.Provider(
-        "kubernetes",
+        named("kubernetes"),
         kubeconfig=pulumi.Output.secret(kubeconfig),
         cluster_identifier=platform.cluster_name,
         enable_server_side_apply=True,
@@ -77,8 +78,8 @@ def build_cluster(platform: Platform, kubeconfig: pulumi.Input[str] | None) -> C
     if kind == "existing":
         from .existing import ExistingCluster
 
-        return ExistingCluster("cluster", platform, kubeconfig).contract(platform)
+        return ExistingCluster(named("cluster"), platform, kubeconfig).contract(platform)
     module, component = CLOUD_COMPONENTS[kind]
     cloud = getattr(importlib.import_module(f"{__name__}.{module}"), component)
-    contract: ClusterContract = cloud("cluster", platform).contract(platform)
+    contract: ClusterContract = cloud(named("cluster"), platform).contract(platform)
     return contract

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import ClusterContract
+from infra.naming import named
 from infra.spec import Platform
 
 from . import cluster_capabilities
@@ -22,7 +23,7 @@ class ExistingCluster(pulumi.ComponentResource):
         assert spec is not None
 
         def provider(name: str, ready: list[pulumi.Resource]) -> k8s.Provider:
-            return k8s.Provider(name, kubeconfig=kubeconfig, context=spec.context,
+            return k8s.Provider(named(name), kubeconfig=kubeconfig, context=spec.context,
                                 cluster_identifier=platform.cluster_name, enable_server_side_apply=True,
                                 delete_unreachable=False, opts=pulumi.ResourceOptions(parent=self, depends_on=ready))
 
@@ -42,7 +43,7 @@ class ExistingCluster(pulumi.ComponentResource):
                                 for t in flavor.taints]} if flavor.taints else None
                 )
                 patches.append(k8s.core.v1.NodePatch(
-                    f"node-{node}", metadata=meta, spec=taints,
+                    named(f"node-{node}"), metadata=meta, spec=taints,
                     opts=pulumi.ResourceOptions(parent=self, provider=nodes, retain_on_delete=True),
                 ))
         self.node_patches = tuple(patches)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.spec.hybrid import Role
 from infra.spec.platform import PlatformSpec
 
 HEADER = """# Stack file reference
@@ -59,4 +60,14 @@ def stack_reference() -> str:
     lines += ["## Sections", ""]
     for name, definition in sorted(schema.get("$defs", {}).items()):
         lines += _model(name, definition)
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join([*lines, *_several_clusters()]).rstrip() + "\n"
+
+
+def _several_clusters() -> list[str]:
+    """The keys of a stack of several clusters (infra/spec/hybrid.py; docs/hybrid.md)."""
+    role = Role.model_json_schema(by_alias=True)
+    return ["## Several clusters (docs/hybrid.md)", "",
+            "Instead of `cluster`, `clusters` maps each cluster's name to its kind (as under `cluster`) plus the "
+            "keys below; every pool names its `cluster`; a team's `burst` (same shape as `quota`) names worker "
+            "pools. Everything else is the same and applies to every cluster.", "",
+            *_model("clusters.<name>", role)[2:], *_model("Link", role["$defs"]["Link"])]

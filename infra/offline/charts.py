@@ -69,8 +69,9 @@ def source_of(ref: str, inputs: Mapping[str, Any]) -> Source:
     if not path.startswith(f"{CHART_CACHE}/") or chart.path != path or chart.digest != f"sha256:{digest}":
         raise ChartCacheError(f"{ref}: chart '{path}' is not a pinned archive in the chart cache: declare the "
                               "chart in infra/spec/versions.py and install it with helm_chart()")
-    return Source(ref, ref.rpartition("::")[2], str(inputs.get("namespace") or "default"), chart,
-                  dict(inputs.get("values") or {}))
+    # The release is the resource's name unless the chart names it (a cluster-prefixed resource does).
+    release = str(inputs.get("name") or ref.rpartition("::")[2])
+    return Source(ref, release, str(inputs.get("namespace") or "default"), chart, dict(inputs.get("values") or {}))
 
 
 def unknown_keys(values: Any, defaults: Any, path: str = "") -> Iterator[str]:
@@ -212,8 +213,9 @@ def _with_namespace(rendered: Rendered, cluster_scoped: frozenset[str]) -> Rende
                     tuple(placed(o) for o in rendered.hooks), rendered.problems)
 
 
-def child_name(release: str, obj: Mapping[str, Any]) -> str:
-    """pulumi-kubernetes' name for a chart's object: `<release>:<namespace>/<name>` (or `<release>:<name>`)."""
+def child_name(prefix: str, obj: Mapping[str, Any]) -> str:
+    """pulumi-kubernetes' name for a chart's object: `<prefix>:<namespace>/<name>` (or `<prefix>:<name>`), the
+    prefix being the chart resource's name (its release name unless the chart sets `name`)."""
     meta = obj.get("metadata", {})
     namespace = meta.get("namespace")
-    return f"{release}:{namespace}/{meta.get('name')}" if namespace else f"{release}:{meta.get('name')}"
+    return f"{prefix}:{namespace}/{meta.get('name')}" if namespace else f"{prefix}:{meta.get('name')}"

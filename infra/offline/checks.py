@@ -6,7 +6,7 @@ A check takes the run's context and returns findings; concerns add theirs to CHE
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,10 @@ from infra.spec.capacity import capacity_findings
 from .apiserver.plan_checks import admission_findings
 from .backup_checks import backup_findings
 from .chart_checks import CHART_CHECKS
+from .clusters import split
 from .engine import Capture, Registration
 from .firewall_checks import check_webhook_firewall
+from .hybrid_checks import hybrid_findings
 from .identity_checks import check_team_data_identity
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
@@ -82,6 +84,15 @@ CHECKS: list[Check] = [check_capacity, check_schemas, check_admission, check_pol
 
 
 def run_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:
+    """Every check on every cluster of the stack; in a stack of several, each finding names its cluster."""
+    findings: list[Finding] = []
+    for cluster, (member, part) in split(platform, capture).items():
+        found = _cluster_checks(member, part, crds_dir)
+        findings += [replace(f, subject=f"{cluster}: {f.subject}") for f in found] if cluster else found
+    return sorted(set(findings + hybrid_findings(platform, capture)))
+
+
+def _cluster_checks(platform: Platform, capture: Capture, crds_dir: Path | None) -> list[Finding]:
     installed = [obj for record, obj in objects(capture) if record.chart]
     crds = CrdIndex(crds_dir, platform.spec.versions.crd_dirs(), installed)
     ctx = Context(platform, capture, crds)

@@ -24,13 +24,14 @@ from pulumi.runtime.stack import run_pulumi_func
 
 from infra.platform.objects import type_token
 from infra.spec import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT
+from infra.spec.keys import OFFLINE_MASK
 
 from .charts import CHART_TYPE, Rendered, child_name, render_all, source_of
 from .fakes import OfflineMocks, echoes_inputs, fake_id
 
 PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
-SECRET = "[secret]"
+SECRET = OFFLINE_MASK
 
 
 class DuplicateResource(Exception):
@@ -181,8 +182,8 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
         loop.close()
     if monitor.duplicates:
         raise DuplicateResource(f"registered twice: {sorted(set(monitor.duplicates))[0]}")
-    # By name: registrations arrive in the order their inputs resolve, which varies from run to run.
-    charts = sorted((record for record in monitor.records if record.type == CHART_TYPE), key=lambda r: r.ref())
+    # Sorted: registration order varies from run to run, and plan.json lists the charts in this order.
+    charts = sorted((record for record in monitor.records if record.type == CHART_TYPE), key=Registration.ref)
     rendered = render_all([source_of(c.ref(), c.inputs) for c in charts], str(exported.get("kubernetes", ""))) \
         if charts else ()
     installed = [child for chart, render in zip(charts, rendered, strict=True) for child in _children(chart, render)]
@@ -196,7 +197,7 @@ def _children(chart: Registration, rendered: Rendered) -> list[Registration]:
     prefix, _, _ = chart.urn.rpartition("::")
     children = []
     for obj in rendered.objects:
-        type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(rendered.source.release, obj)
+        type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(chart.name, obj)
         children.append(Registration(
             type=type_, name=name, urn=f"{prefix.rsplit('::', 1)[0]}::{CHART_TYPE}${type_}::{name}",
             parent=chart.ref(), custom=True, remote=False, inputs=obj, depends_on=(), protect=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +66,18 @@ def render_plan_json(capture: Capture) -> str:
     return json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write(capture: Capture, out: Path) -> int:
-    """Write plan.json and manifests/ under `out` (replacing what was there); returns the object count."""
+def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = None) -> int:
+    """Write plan.json and manifests/ under `out` (replacing what was there); returns the object count. In a
+    stack of several clusters (`clusters`: each one's part of the run) manifests/ has a folder per cluster."""
     manifests = out / "manifests"
     if manifests.exists():
         shutil.rmtree(manifests)
     manifests.mkdir(parents=True)
     (out / "plan.json").write_text(render_plan_json(capture), encoding="utf-8")
     count = 0
-    for _, obj in objects(capture):
-        path = manifests / manifest_path(obj)
+    parts = clusters or {"": capture}
+    for folder, obj in ((name, obj) for name, part in parts.items() for _, obj in objects(part)):
+        path = manifests / folder / manifest_path(obj)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False),
                         encoding="utf-8")

@@ -26,7 +26,7 @@ def per_component(capture: Capture) -> Counter[str]:
     return Counter(top_component(r, by_ref) for r in capture.resources)
 
 
-def _table(rows: list[list[str]]) -> list[str]:
+def table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
             for row in rows]
@@ -49,17 +49,19 @@ def capacity_rows(platform: Platform) -> list[list[str]]:
 
 def summary(platform: Platform, capture: Capture, findings: list[Finding]) -> str:
     spec = platform.spec
-    lines = [f"Trainyard plan: stack {platform.stack}, cluster {platform.cluster_name} ({spec.cluster.kind})", ""]
-    counts = per_component(capture)
-    lines.append(f"Resources: {len(capture.resources)}")
-    from_charts = sum(1 for r in capture.resources if r.chart)
-    lines.append(f"Kubernetes objects: {len(objects(capture)) - from_charts} declared, {from_charts} from "
-                 f"{len(capture.charts)} charts ({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
-    lines += _table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
-    lines += ["", "Pools (capacity derived from):"]
-    lines += _table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
-    lines += ["", "Capacity per flavor (what teams are guaranteed; the rest is the cohort's shared pool):"]
-    lines += _table(capacity_rows(platform))
+    if platform.hybrid is None:
+        lines = [f"Trainyard plan: stack {platform.stack}, cluster {platform.cluster_name} ({spec.cluster.kind})", ""]
+        lines += _cluster_lines(platform, capture)
+    else:
+        from .clusters import split
+        from .hybrid_report import burst_lines, cluster_heading
+
+        clusters = ", ".join(cluster_heading(member) for member in platform.hybrid.clusters.values())
+        lines = [f"Trainyard plan: stack {platform.stack}, {len(platform.hybrid.clusters)} clusters: {clusters}",
+                 "", f"Resources: {len(capture.resources)}"]
+        for member, part in split(platform, capture).values():
+            lines += ["", f"== Cluster {cluster_heading(member)}", *_cluster_lines(member, part)]
+        lines += ["", *burst_lines(platform)]
     versions = spec.versions
     lines += ["", f"Versions: kueue {versions.kueue}, trainer {versions.trainer}, jobset {versions.jobset}, "
                   f"kubernetes {versions.kubernetes}"]
@@ -69,3 +71,18 @@ def summary(platform: Platform, capture: Capture, findings: list[Finding]) -> st
     lines += ["", f"Findings: {len(errors)} error(s), {len(warnings)} warning(s)"]
     lines += [f"  {f.line()}" for f in findings]
     return "\n".join(lines)
+
+
+def _cluster_lines(platform: Platform, capture: Capture) -> list[str]:
+    """Resources per component, pools and capacity per flavor of one cluster."""
+    counts = per_component(capture)
+    lines = [f"Resources: {len(capture.resources)}"]
+    from_charts = sum(1 for r in capture.resources if r.chart)
+    lines.append(f"Kubernetes objects: {len(objects(capture)) - from_charts} declared, {from_charts} from "
+                 f"{len(capture.charts)} charts ({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
+    lines += table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
+    lines += ["", "Pools (capacity derived from):"]
+    lines += table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
+    lines += ["", "Capacity per flavor (what teams are guaranteed; the rest is the cohort's shared pool):"]
+    lines += table(capacity_rows(platform))
+    return lines

@@ -113,7 +113,7 @@ class CrdIndex:
             key = (spec["group"], version["name"], spec["names"]["kind"])
             schema = version.get("schema", {}).get("openAPIV3Schema")
             if version.get("served", True) and schema is not None and (replace or key not in self.schemas):
-                self.schemas[key] = schema
+                self.schemas[key] = _python_patterns(schema)
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         group, _, version = api_version.rpartition("/")
@@ -121,6 +121,17 @@ class CrdIndex:
             for crd in _parsed(self._unparsed.pop(kind)):
                 self._add(crd)
         return self.schemas.get((group, version, kind))
+
+
+def _python_patterns(schema: Any) -> Any:
+    """CRD patterns are Go RE2, which takes an inline flag anywhere (AdmissionCheck's `^(?i)[a-z]...`); Python's
+    re wants global flags first. A leading `^(?i)` means the same as `(?i)^`."""
+    if isinstance(schema, dict):
+        return {key: (f"(?i)^{value[len('^(?i)'):]}" if key == "pattern" and isinstance(value, str)
+                      and value.startswith("^(?i)") else _python_patterns(value)) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_python_patterns(item) for item in schema]
+    return schema
 
 
 def pruned_fields(value: Any, schema: dict[str, Any], path: str = "") -> Iterator[str]:

@@ -6,9 +6,15 @@ scheduled, before the nodes carry their labels and taints. Nothing here imports 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
 from pulumi import Output
 
 from infra.contract import ClusterContract
+from infra.naming import cluster_scope, named
 from infra.spec import Platform
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
@@ -18,6 +24,7 @@ from .backup import Backup
 from .fabric import fabric
 from .gpu import gpu_operator
 from .kueue import Kueue
+from .multikueue import MultiKueue, MultiKueueWorker
 from .observability import observability
 from .rbac import Access
 from .storage import Storage
@@ -25,19 +32,43 @@ from .tenancy import Tenancy
 from .trainer import Trainer
 
 
+@dataclass(frozen=True)
+class Built:
+    """What the multi-cluster wiring needs from one cluster's platform."""
+
+    provider: k8s.Provider
+    kueue: Kueue
+    namespaces: Mapping[str, pulumi.Resource]
+
+
 def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
-                   alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None) -> None:
+                   alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None) -> Built:
     provider = cluster.provider
-    tenancy = Tenancy("tenancy", platform, provider)
+    tenancy = Tenancy(named("tenancy"), platform, provider)
     gpu = gpu_operator(platform, provider)
     fabric(platform, provider)
-    trainer = Trainer("trainer", platform, provider, cluster.pod_labels(TEAM_DATA_ACCOUNT))
-    kueue = Kueue("kueue", platform, provider, tenancy.namespaces)
-    Storage("storage", platform, cluster, tenancy.namespaces)
-    backup = Backup("backup", platform, provider, tenancy.namespaces, backup_credentials,
+    trainer = Trainer(named("trainer"), platform, provider, cluster.pod_labels(TEAM_DATA_ACCOUNT))
+    kueue = Kueue(named("kueue"), platform, provider, tenancy.namespaces)
+    Storage(named("storage"), platform, cluster, tenancy.namespaces)
+    backup = Backup(named("backup"), platform, provider, tenancy.namespaces, backup_credentials,
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
-    Access("access", platform, provider, tenancy.namespaces)
-    Admission("admission", platform, provider)
+    Access(named("access"), platform, provider, tenancy.namespaces)
+    Admission(named("admission"), platform, provider)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
     observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                   remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
+    return Built(provider, kueue, tenancy.namespaces)
+
+
+def build_burst(platform: Platform, built: Mapping[str, Built],
+                kubeconfigs: Mapping[str, Output[str] | None]) -> None:
+    """MultiKueue between the clusters of a multi-cluster stack, once each cluster's platform is built."""
+    hybrid = platform.hybrid
+    assert hybrid is not None
+    manager = built[hybrid.manager]
+    with cluster_scope(hybrid.manager):
+        MultiKueue(named("multikueue"), platform, hybrid, manager.provider, kubeconfigs, manager.kueue,
+                   manager.namespaces)
+    for worker in hybrid.workers:
+        with cluster_scope(worker):
+            MultiKueueWorker(named("multikueue"), built[worker].provider, after=[built[worker].kueue])

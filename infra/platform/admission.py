@@ -119,7 +119,7 @@ def _label(var: str) -> str:
 
 
 def queue_policy(platform: Platform) -> dict[str, Any]:
-    queues = {ns: [team.queue] for team in platform.teams for ns in team.job_namespaces}
+    queues = {ns: list(team.local_queues) for team in platform.teams for ns in team.job_namespaces}
     labelled = (f"(request.namespace in variables.queues && "
                 f"{_label('object')} in variables.queues[request.namespace])")
     where = "; ".join(f"{ns}: {', '.join(names)}" for ns, names in sorted(queues.items()))

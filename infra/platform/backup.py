@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.contract import WorkloadIdentity
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
@@ -255,7 +256,7 @@ class Backup(pulumi.ComponentResource):
         guard_namespace(self, provider, NAMESPACE, ns, [object_storage_flow(platform), metrics(8085)])
         if with_secret and credentials is not None:
             # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
-            k8s.core.v1.Secret("credentials", metadata=metadata(CREDENTIALS, NAMESPACE),
+            k8s.core.v1.Secret(named("credentials"), metadata=metadata(CREDENTIALS, NAMESPACE),
                                string_data={"cloud": pulumi.Output.secret(credentials)}, opts=in_ns)
         chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret, identity),
                            in_ns)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.naming import named
 from infra.spec import Flavor, Platform
 from infra.spec.flavors import distinct_tolerations
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
@@ -42,4 +43,4 @@ class Fabric(pulumi.ComponentResource):
 
 def fabric(platform: Platform, provider: k8s.Provider) -> Fabric | None:
     """The fabric component where a pool needs a device plugin; None otherwise."""
-    return Fabric("fabric", platform, provider) if efa_flavors(platform) else None
+    return Fabric(named("fabric"), platform, provider) if efa_flavors(platform) else None

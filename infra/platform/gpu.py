@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
 from infra.spec.metrics import dcgm_metrics_csv
@@ -159,4 +160,4 @@ def gpu_operator(platform: Platform, provider: k8s.Provider) -> GpuOperator | No
     """The operator where this cluster needs it and has GPU pools; None otherwise."""
     if not platform.gpu_stack.operator or not any(flavor.gpu for flavor in platform.flavors):
         return None
-    return GpuOperator("gpu", platform, provider)
+    return GpuOperator(named("gpu"), platform, provider)

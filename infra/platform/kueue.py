@@ -60,6 +60,11 @@ def manager_config(platform: Platform) -> dict[str, Any]:
             "requeuingStrategy": requeuing,
         },
     }
+    member = platform.member
+    if member is not None and member.role == "manager":
+        # The origin labels what this manager creates on workers (its garbage collector deletes only those).
+        config["multiKueue"] = {"gcInterval": "1m", "origin": member.origin,
+                                "workerLostTimeout": member.worker_lost_timeout}
     if queueing.fair_sharing:
         config["fairSharing"] = {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}
     if platform.queueing.exclude_resource_prefixes:
@@ -165,7 +170,7 @@ class Kueue(pulumi.ComponentResource):
             kube_object(f"cq-{team.name}", API, "ClusterQueue", metadata(team.queue), after_chart,
                         spec=cluster_queue_spec(platform, team, facts.queue(team.name)))
             for team_ns in team.namespaces:
-                kube_object(f"lq-{team_ns}", API, "LocalQueue", metadata(team.queue, team_ns),
+                kube_object(f"lq-{team_ns}", API, "LocalQueue", metadata(team.local_queues[0], team_ns),
                             child_opts(self, provider, depends_on=[self.chart, team_namespaces[team_ns]]),
                             spec={"clusterQueue": team.queue})
         self.register_outputs({"chartVersion": platform.spec.versions.kueue, "clusterQueues": len(platform.teams),

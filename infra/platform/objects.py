@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.naming import named
 from infra.spec.versions import Chart
 from infra.vocabulary import PSA_PREFIX
 
@@ -48,7 +49,7 @@ def kube_object(resource_name: str, api_version: str, kind: str, meta: k8s.meta.
     rbac v1alpha1/v1beta1) that the SDK resolves for every object: together about a third of the time of a
     100-team plan (benchmarks/render_scale.py)."""
     props = {"apiVersion": api_version, "kind": kind, "metadata": meta, **fields}
-    return pulumi.CustomResource(type_token(api_version, kind), resource_name, props, opts)
+    return pulumi.CustomResource(type_token(api_version, kind), named(resource_name), props, opts)
 
 
 def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
@@ -65,13 +66,16 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
     """A pinned upstream chart, installed from its verified archive in the local chart cache
     (scripts/fetch-charts; the digest is in the path), so an install downloads nothing and installs exactly
     what `trainyard plan` rendered. Pulumi renders it (previews show every object)."""
+    # In a cluster's scope the resource name carries the cluster; the release keeps its own name.
+    release = {"name": name} if named(name) != name else {}
     return k8s.helm.v4.Chart(
-        name,
+        named(name),
         chart=chart.path,
         version=chart.version,
         namespace=namespace,
         values=dict(values),
         skip_crds=skip_crds,
+        **release,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
     )
 

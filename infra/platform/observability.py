@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from infra.contract import RemoteWrite, WorkloadIdentity
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.versions import KUBE_PROMETHEUS_STACK_CHART
@@ -228,5 +229,5 @@ def observability(platform: Platform, provider: k8s.Provider, webhook_url: pulum
                   identity: WorkloadIdentity | None = None) -> Observability | None:
     if not platform.observability.enabled:
         return None
-    return Observability("observability", platform, provider, webhook_url, grafana_password, after, remote_write,
-                         identity)
+    return Observability(named("observability"), platform, provider, webhook_url, grafana_password, after,
+                         remote_write, identity)

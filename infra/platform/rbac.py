@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform, TeamFacts
+from infra.spec.hybrid import burst_queue
 from infra.vocabulary import PERSONA_LABEL, TEAM_LABEL
 
 from .objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
@@ -103,7 +104,7 @@ def team_rules(team: TeamFacts) -> list[dict[str, Any]]:
     """Cluster-scoped reads a team needs, limited by name to what is the team's own."""
     return [
         rule(CORE, ["namespaces"], ["get"], team.namespaces),
-        rule(KUEUE, ["clusterqueues"], READ, [team.queue]),
+        rule(KUEUE, ["clusterqueues"], READ, [team.queue, *(burst_queue(team.name, w) for w in team.burst_queues)]),
         rule(TRAINER, ["clustertrainingruntimes"], READ),
     ]
 

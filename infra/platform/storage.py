@@ -11,6 +11,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.contract import ClusterContract
+from infra.naming import named
 from infra.spec import Platform
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
@@ -152,7 +153,7 @@ class Storage(pulumi.ComponentResource):
         if facts.snapshot_classes:
             # The snapshot.storage.k8s.io CRDs are not in the CRD set `validate` reads, so the classes
             # go through a ConfigGroup (see snapshot_class_objects for their content).
-            k8s.yaml.v2.ConfigGroup("snapshot-classes", objs=snapshot_class_objects(facts),
+            k8s.yaml.v2.ConfigGroup(named("snapshot-classes"), objs=snapshot_class_objects(facts),
                                     opts=child_opts(self, provider))
         for volume in facts.volumes:
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
@@ -205,7 +206,7 @@ class Storage(pulumi.ComponentResource):
                 "spec": {"bucketName": bucket.name, "storageClassName": facts.bucket_class},
             }
             # Not in the CRD set `validate` reads (objectbucket.io): a ConfigGroup, protected like a bucket.
-            obc = k8s.yaml.v2.ConfigGroup(f"obc-{bucket.key}", objs=[claim],
+            obc = k8s.yaml.v2.ConfigGroup(named(f"obc-{bucket.key}"), objs=[claim],
                                           opts=child_opts(self, ceph, depends_on=depends, protect=True))
             name = f"{VERSIONING_ACCOUNT}-{bucket.key}"
             role = kube_object(f"versioning-role-{bucket.key}", RBAC_API, "Role", metadata(name, namespace),

@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.naming import named
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.teams import TeamSpec
@@ -62,7 +63,7 @@ class Tenancy(pulumi.ComponentResource):
         # apply patch turns its token mount off, so a pod that names no account carries no credential.
         default = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default"),
                    "automountServiceAccountToken": False}
-        pulumi.CustomResource("kubernetes:core/v1:ServiceAccountPatch", f"{ns}-default-sa", default, opts)
+        pulumi.CustomResource("kubernetes:core/v1:ServiceAccountPatch", named(f"{ns}-default-sa"), default, opts)
 
 
 def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:

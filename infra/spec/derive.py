@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import runtimes
 from .backup import BackupFacts, backup_of
@@ -29,6 +29,9 @@ from .storage import TEAM_DATA_ACCOUNT, StorageFacts
 from .teams import TeamSpec, acceptance_namespace
 from .versions import Verdict, verdicts
 
+if TYPE_CHECKING:
+    from .hybrid import Hybrid, Member
+
 
 @dataclass(frozen=True)
 class TeamFacts:
@@ -39,6 +42,13 @@ class TeamFacts:
     lending: Mapping[str, Mapping[str, Decimal | None]]  # flavor -> resource -> lendingLimit
     weight: Decimal
     totals: Mapping[str, Decimal]  # resource -> sum over flavors (what a namespace may request)
+    local_queue: str = ""  # the LocalQueue's name when it is not `queue` (a MultiKueue worker's: the worker)
+    burst_queues: tuple[str, ...] = ()  # on a MultiKueue manager: the LocalQueues dispatching to workers
+
+    @property
+    def local_queues(self) -> tuple[str, ...]:
+        """Every LocalQueue of the team's namespaces: its own, then one per worker it may burst to."""
+        return (self.local_queue or self.queue, *self.burst_queues)
 
     @property
     def job_namespaces(self) -> tuple[str, ...]:
@@ -65,6 +75,8 @@ class Platform:
     observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
     prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
+    member: Member | None = None  # which cluster of a multi-cluster stack this is (None: a single cluster)
+    hybrid: Hybrid | None = None  # on the manager of a multi-cluster stack: every cluster and link
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:

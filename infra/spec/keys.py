@@ -9,4 +9,16 @@ CREDENTIALS_KEY = f"{PROJECT}:backupCredentials"
 # Alertmanager's webhook receiver URL (it usually embeds a token), and Grafana's admin password.
 ALERT_WEBHOOK_KEY = f"{PROJECT}:alertWebhookUrl"
 GRAFANA_PASSWORD_KEY = f"{PROJECT}:grafanaAdminPassword"
+# What the offline engine hands the program for every secret value: it never sees the real ones.
+OFFLINE_MASK = "[secret]"
 SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY, ALERT_WEBHOOK_KEY, GRAFANA_PASSWORD_KEY)
+
+
+def multikueue_key(worker: str) -> str:
+    """The secret key holding the kubeconfig the manager's Kueue uses for a worker (docs/hybrid.md): a
+    ServiceAccount token, no exec plugin, no token file."""
+    return f"{PROJECT}:multikueue-{worker}"
+
+
+def is_multikueue_key(key: str) -> bool:
+    return key.startswith(f"{PROJECT}:multikueue-")

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from . import yaml_input
 from .derive import Platform, derive
 from .errors import SpecError, from_validation_error, rooted
-from .keys import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT, SECRET_KEYS
+from .hybrid import kubeconfig_problem, validate_hybrid
+from .keys import KUBECONFIG_KEY, OFFLINE_MASK, PLATFORM_KEY, PROJECT, SECRET_KEYS, is_multikueue_key, multikueue_key
 from .platform import PlatformSpec
 from .secrets import plaintext_secret_paths
 
@@ -67,6 +68,8 @@ def validate(raw: object, stack: str) -> Platform:
     """Validate the structured config and derive every fact; raises SpecError on bad input."""
     if not isinstance(raw, dict):
         raise SpecError(PLATFORM_KEY, "must be a mapping with cluster, pools and teams")
+    if "clusters" in raw:
+        return validate_hybrid(raw, stack, validate)
     try:
         spec = PlatformSpec.model_validate(raw)
     except ValidationError as error:
@@ -80,11 +83,11 @@ def load_file(path: Path) -> Platform:
     if PLATFORM_KEY not in config:
         raise SpecError(str(path), f"config has no `{PLATFORM_KEY}` key")
     unknown = sorted(key for key in config if key.startswith(f"{PROJECT}:") and key not in
-                     {PLATFORM_KEY, *SECRET_KEYS})
+                     {PLATFORM_KEY, *SECRET_KEYS} and not is_multikueue_key(key))
     if unknown:
         raise SpecError(unknown[0], f"unknown config key: Trainyard reads {PLATFORM_KEY} and the secret keys "
                                     f"{', '.join(SECRET_KEYS)}")
-    for key in SECRET_KEYS:
+    for key in [*SECRET_KEYS, *filter(is_multikueue_key, config)]:
         if key in config and not (isinstance(config[key], dict) and set(config[key]) == {"secure"}):
             raise SpecError(key, f"must be a secret: set it with `pulumi config set --secret {key} < file`")
     # Judged here, on the very file being planned, whatever `policy.levels` says: a secret in plaintext is
@@ -112,6 +115,24 @@ def secret(key: str) -> pulumi.Output[str] | None:
     credentials from workload identity."""
     import pulumi
 
-    if key not in SECRET_KEYS:
+    if key not in SECRET_KEYS and not is_multikueue_key(key):
         raise ValueError(f"{key} is not one of Trainyard's secret keys {SECRET_KEYS}")
     return pulumi.Config(PROJECT).get_secret(key.split(":", 1)[1])
+
+
+def worker_kubeconfigs(platform: Platform) -> dict[str, pulumi.Output[str] | None]:
+    """Each worker's kubeconfig for the manager's Kueue (trainyard:multikueue-<worker>), refused at preview when
+    Kueue would refuse it; None when unset (the worker then stays unconnected: docs/hybrid.md)."""
+    kubeconfigs: dict[str, pulumi.Output[str] | None] = {}
+    for worker in platform.hybrid.workers if platform.hybrid else ():
+        key = multikueue_key(worker)
+
+        def checked(text: str, key: str = key) -> str:
+            problem = None if text == OFFLINE_MASK else kubeconfig_problem(text)
+            if problem:
+                raise SpecError(key, f"the kubeconfig {problem}")
+            return text
+
+        value = secret(key)
+        kubeconfigs[worker] = value.apply(checked) if value is not None else None
+    return kubeconfigs
