@@ -168,8 +168,9 @@ def test_gang_passes_when_the_job_stays_pending_whole(cluster: Any, tmp_path: Pa
     code, report, _ = run(cluster("onprem-lab"), tmp_path, only=["gang"])
     check = result(report, "gang")
     assert code == PASSED, check
-    # vision: 16 guaranteed H100s, no borrowing limit, 32 in the pool: one node more than 32 is asked
-    assert check["summary"].startswith("40 GPUs asked, 32 allowed: pending for 120s with no pod started")
+    # vision: 16 guaranteed H100s and no limit of its own, so the default: half of the 16 the others lend, 8.
+    # One node more than 16 + 8 is asked.
+    assert check["summary"].startswith("32 GPUs asked, 24 allowed: pending for 120s with no pod started")
     assert "insufficient quota" in check["summary"]
 
 
