@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from infra.contract import account_key
+from infra.spec.observability import PROMETHEUS_ACCOUNT
 
 from .conftest import ROOT, capture_of, kube_objects, platform_of
 from .test_cloud_common import CLOUD_STACKS, POOL_TYPES, of_type
@@ -180,7 +181,8 @@ BINDINGS = {
 def test_velero_and_every_team_bucket_use_workload_identity_and_no_static_key(stack: str) -> None:
     capture, platform = capture_of(stack), platform_of(stack)
     type_, account = BINDINGS[stack]
-    bound = {account(r.inputs) for r in of_type(capture, type_).values()} - {"kube-system/cluster-autoscaler"}
+    bound = {account(r.inputs) for r in of_type(capture, type_).values()} - {
+        "kube-system/cluster-autoscaler", account_key(*PROMETHEUS_ACCOUNT)}  # not bucket users
     wanted = {account_key(ns, sa) for ns, sa, _ in platform.storage.bucket_users()}
     assert wanted == bound and "velero/velero-server" in wanted
     assert not [s for s in kube_objects(capture, "Secret") if s["metadata"]["name"] == "velero-credentials"]

@@ -31,8 +31,14 @@ MANAGED_TYPES = ("aws:amp/workspace:Workspace", "azure-native:monitor:AzureMonit
                  "azure-native:monitor:DataCollectionEndpoint", "azure-native:monitor:DataCollectionRule")
 
 
+# azure-prod turns the option on in its stack file; aws-prod leaves it off.
+ON_IN_STACK_FILE = "azure-prod"
+
+
 @functools.cache
 def managed(stack: str) -> Capture:
+    if stack == ON_IN_STACK_FILE:
+        return capture_of(stack)
     raw = raw_platform(stack)
     raw.setdefault("observability", {})["managedPrometheus"] = True
     return run_raw(stack, raw)
@@ -73,7 +79,6 @@ def test_the_option_is_accepted_where_a_managed_prometheus_exists(tmp_path: Path
         assert load_file(write_stack(tmp_path, raw, stack)).observability.managed_prometheus == service
         needs = {need.capability: need.who for need in load_file(write_stack(tmp_path, raw, stack)).prerequisites.needs}
         assert "observability" in needs["workload-identity"]  # checked live by `trainyard verify`
-    assert platform_of("aws-prod").observability.managed_prometheus is None  # off by default
     assert "observability" not in {n.capability: n.who for n in platform_of("aws-prod").prerequisites.needs}[
         "workload-identity"]
 
@@ -132,7 +137,13 @@ def test_the_rendered_prometheus_carries_the_remote_write_and_fits_its_crd(stack
     assert kube_objects(capture, "PrometheusRule") == kube_objects(capture_of(stack), "PrometheusRule")
 
 
-@pytest.mark.parametrize("stack", ["aws-prod", "azure-prod"])
+def test_the_stack_file_option_is_what_turns_it_on() -> None:
+    assert raw_platform(ON_IN_STACK_FILE)["observability"] == {"managedPrometheus": True}
+    assert platform_of(ON_IN_STACK_FILE).observability.managed_prometheus == "azure-monitor"
+    assert platform_of("aws-prod").observability.managed_prometheus is None
+
+
+@pytest.mark.parametrize("stack", ["aws-prod", "onprem-lab"])
 def test_with_the_option_off_nothing_managed_exists(stack: str) -> None:
     capture = capture_of(stack)
     assert [r.name for r in capture.resources if r.type in MANAGED_TYPES] == []
