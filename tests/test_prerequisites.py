@@ -93,7 +93,8 @@ def test_a_pool_of_fixed_size_needs_no_autoscaler() -> None:
     raw = raw_platform("aws-prod")
     raw["pools"]["l40s"]["autoscale"] = {"min": 6, "max": 6}
     raw["pools"]["spot"]["autoscale"] = {"min": 1, "max": 1}
-    raw["teams"]["nlp"]["quota"]["spot"] = 0
+    # one Spot node: nlp's team-wide borrowing limit would reach all of it, which research queues for too
+    raw["teams"]["nlp"]["quota"]["spot"] = {"gpus": 0, "borrowingLimit": 2}
     needs = {n.capability: n.who for n in validate(raw, "aws-prod").prerequisites.needs}
     assert "autoscaler" not in needs and needs["spot-interruption"] == "pool spot (Spot capacity)"
 
