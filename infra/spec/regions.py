@@ -16,7 +16,7 @@ Sources (public region tables, as of 2025; add a row here when a provider opens 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 # region -> the zone letters its zone names end with
 AWS_ZONES: Mapping[str, str] = {
@@ -68,10 +68,16 @@ def _unknown(what: str, value: str, known: Iterable[str], source: str) -> str:
     return f"'{value}' is not {what}: {hint}known ones are listed in infra/spec/regions.py ({source})"
 
 
-def aws_region(region: str) -> str:
-    if region not in AWS_ZONES:
-        raise ValueError(_unknown("an AWS region", region, AWS_ZONES, "AWS Regions and Availability Zones"))
-    return region
+def _catalog_check(what: str, known: Collection[str], source: str) -> Callable[[str], str]:
+    """A validator that passes a name of the catalog `known` and refuses any other with the closest ones."""
+    def check(value: str) -> str:
+        if value not in known:
+            raise ValueError(_unknown(what, value, known, source))
+        return value
+    return check
+
+
+aws_region = _catalog_check("an AWS region", AWS_ZONES, "AWS Regions and Availability Zones")
 
 
 def aws_zone_problem(region: str, zone: str) -> str | None:
@@ -84,10 +90,7 @@ def aws_zone_problem(region: str, zone: str) -> str | None:
     return None
 
 
-def gcp_region(region: str) -> str:
-    if region not in GCP_ZONES:
-        raise ValueError(_unknown("a Google Cloud region", region, GCP_ZONES, "Google Cloud regions and zones"))
-    return region
+gcp_region = _catalog_check("a Google Cloud region", GCP_ZONES, "Google Cloud regions and zones")
 
 
 def gcp_zone_problem(region: str, zone: str) -> str | None:
@@ -99,10 +102,7 @@ def gcp_zone_problem(region: str, zone: str) -> str | None:
     return None
 
 
-def azure_location(location: str) -> str:
-    if location not in AZURE_LOCATIONS:
-        raise ValueError(_unknown("an Azure location", location, AZURE_LOCATIONS, "az account list-locations"))
-    return location
+azure_location = _catalog_check("an Azure location", AZURE_LOCATIONS, "az account list-locations")
 
 
 def azure_zones(location: str) -> tuple[str, ...]:
