@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_FLOOR, Decimal
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -250,11 +251,19 @@ class QueueingFacts:
     shared_pool: Mapping[str, Mapping[str, Decimal]]  # flavor -> resource -> capacity no team is guaranteed
     exclude_resource_prefixes: tuple[str, ...]
 
+    @cached_property
+    def _by_team(self) -> Mapping[str, TeamQueue]:
+        return {queue.team: queue for queue in self.queues}
+
+    @cached_property
+    def _cohort(self) -> _Cohort:
+        return _Cohort(self.queues, self.shared_pool)
+
     def queue(self, team: str) -> TeamQueue:
-        return next(q for q in self.queues if q.team == team)
+        return self._by_team[team]
 
     def lendable(self, flavor: str, resource: str, borrower: str) -> Decimal:
-        return _lendable(self.queues, self.shared_pool, flavor, resource, borrower)
+        return self._cohort.lendable(flavor, resource, self.queue(borrower))
 
     def reach(self, team: str) -> dict[str, Decimal]:
         """The most Kueue can ever admit for a team, per resource, summed over the pools its queue lists."""
@@ -265,18 +274,49 @@ class QueueingFacts:
         return total
 
 
-def _lendable(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]], flavor: str,
-              resource: str, borrower: str) -> Decimal:
-    """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
-    total = shared_pool.get(flavor, {}).get(resource, Decimal(0))
-    for queue in queues:
-        if queue.team == borrower:
-            continue
-        for entry in queue.flavors:
-            if entry.flavor == flavor:
-                limit = entry.lending.get(resource)
-                total += limit if limit is not None else entry.nominal.get(resource, Decimal(0))
-    return total
+def _lends(entry: QueueFlavor, resource: str) -> Decimal:
+    """What one queue entry offers the cohort: its lending limit, else all of its nominal quota."""
+    limit = entry.lending.get(resource)
+    return limit if limit is not None else entry.nominal.get(resource, Decimal(0))
+
+
+class _Cohort:
+    """Sums over every queue of the cohort per (flavor, resource), computed once each, so that asking for every
+    team stays linear in the number of teams (a platform may hold a thousand)."""
+
+    def __init__(self, queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]]) -> None:
+        self._shared_pool = shared_pool
+        self._entries: dict[str, list[QueueFlavor]] = {}
+        self._teams: dict[str, dict[str, None]] = {}
+        for queue in queues:
+            for entry in queue.flavors:
+                self._entries.setdefault(entry.flavor, []).append(entry)
+                self._teams.setdefault(entry.flavor, {})[queue.team] = None
+        self._lent: dict[tuple[str, str], Decimal] = {}
+        self._nominal: dict[tuple[str, str], Decimal] = {}
+
+    def _shared(self, flavor: str, resource: str) -> Decimal:
+        return self._shared_pool.get(flavor, {}).get(resource, Decimal(0))
+
+    def lendable(self, flavor: str, resource: str, borrower: TeamQueue) -> Decimal:
+        """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
+        key = (flavor, resource)
+        if key not in self._lent:
+            self._lent[key] = sum((_lends(e, resource) for e in self._entries.get(flavor, ())), Decimal(0))
+        own = sum((_lends(e, resource) for e in borrower.flavors if e.flavor == flavor), Decimal(0))
+        return self._shared(flavor, resource) + self._lent[key] - own
+
+    def capacity(self, flavor: str, resource: str) -> Decimal:
+        """Every queue's nominal quota on the flavor plus the shared pool: the pool's whole capacity."""
+        key = (flavor, resource)
+        if key not in self._nominal:
+            self._nominal[key] = sum((e.nominal.get(resource, Decimal(0)) for e in self._entries.get(flavor, ())),
+                                     Decimal(0))
+        return self._shared(flavor, resource) + self._nominal[key]
+
+    def others(self, flavor: str, team: str) -> list[str]:
+        """The other teams whose queues list the flavor."""
+        return [other for other in self._teams.get(flavor, ()) if other != team]
 
 
 def flavor_order(flavors: Sequence[Flavor]) -> tuple[str, ...]:
@@ -335,6 +375,7 @@ def _bounded(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str,
              setting: int | str) -> tuple[TeamQueue, ...]:
     """Every GPU entry with a borrowing limit (the declared one, else the default) and its reach. Lendable
     amounts depend on the others' nominal and lending limits only, never on borrowing, so one pass suffices."""
+    cohort = _Cohort(queues, shared_pool)
     bounded = []
     for queue in queues:
         entries = []
@@ -342,7 +383,7 @@ def _bounded(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str,
             borrowing: dict[str, Decimal | None] = {}
             reach: dict[str, Decimal] = {}
             for resource in queue.covered:
-                lendable = _lendable(queues, shared_pool, entry.flavor, resource, queue.team)
+                lendable = cohort.lendable(entry.flavor, resource, queue)
                 limit = entry.borrowing.get(resource)
                 if resource in entry.borrowing and limit is None:
                     limit = default_limit(setting, lendable)
@@ -379,14 +420,12 @@ def whole_pool_problem(facts: QueueingFacts, setting: int | str) -> str | None:
     """A team must not reach, through Kueue, every GPU of a pool that other teams queue for too: its namespace
     ceiling would be the whole pool. A pool only one queue lists is that team's alone (Kueue lends a flavor
     only to queues that list it), so nobody else loses anything there."""
+    cohort = facts._cohort
     for queue in facts.queues:
         for entry in queue.flavors:
-            others = [q.team for q in facts.queues if q.team != queue.team
-                      and any(e.flavor == entry.flavor for e in q.flavors)]
+            others = cohort.others(entry.flavor, queue.team)
             for resource, limit in entry.borrowing.items():
-                total = facts.shared_pool.get(entry.flavor, {}).get(resource, Decimal(0)) + sum(
-                    (e.nominal.get(resource, Decimal(0)) for q in facts.queues for e in q.flavors
-                     if e.flavor == entry.flavor), Decimal(0))
+                total = cohort.capacity(entry.flavor, resource)
                 if not others or total == 0 or entry.reach[resource] < total:
                     continue
                 nominal = entry.nominal.get(resource, Decimal(0))
