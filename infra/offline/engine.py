@@ -28,6 +28,7 @@ from infra.spec.keys import OFFLINE_MASK
 
 from .charts import CHART_TYPE, Rendered, child_name, render_all, source_of
 from .fakes import OfflineMocks, echoes_inputs, fake_id
+from .stacktrace import lean_stack_traces
 
 PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
@@ -174,7 +175,8 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
             outputs = getattr(root, "outputs", {})
             exported.update(await pulumi.Output.from_input(dict(outputs)).future() or {})
 
-        loop.run_until_complete(run_pulumi_func(program))
+        with lean_stack_traces():
+            loop.run_until_complete(run_pulumi_func(program))
     finally:
         pulumi.runtime.set_all_config({})
         settings.reset_options()
