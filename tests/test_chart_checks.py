@@ -17,6 +17,7 @@ from infra.offline.checks import Context
 from infra.offline.engine import Capture, _plain
 from infra.offline.images import object_images, qualified, stack_images
 from infra.offline.plan import write
+from infra.offline.schema import ManifestLoader
 
 from .conftest import STACKS, capture_of, platform_of
 
@@ -137,7 +138,7 @@ def test_plan_json_and_manifests_hold_integers(stack: str, tmp_path: Path) -> No
     write(capture, tmp_path)
     assert _floats(json.loads((tmp_path / "plan.json").read_text(encoding="utf-8"))) == []
     for path in (tmp_path / "manifests").rglob("*.yaml"):
-        assert _floats(yaml.safe_load(path.read_text(encoding="utf-8"))) == [], path
+        assert _floats(yaml.load(path.read_text(encoding="utf-8"), Loader=ManifestLoader)) == [], path
     ports = [port["port"] for r in capture.resources if r.inputs.get("kind") == "NetworkPolicy"
              for rule in r.inputs["spec"].get("egress", []) for port in rule.get("ports", [])]
     assert 53 in ports and all(type(port) is int for port in ports if not isinstance(port, str))

@@ -12,7 +12,6 @@ from typing import Any
 
 import helm_python
 import pytest
-import yaml
 
 from infra.offline.observability_checks import dashboard_findings, metric_names, rule_findings
 from infra.offline.schema import CrdIndex, check_custom
@@ -44,13 +43,10 @@ def _chart_inputs(stack: str, name: str) -> dict[str, Any]:
     return record.inputs
 
 
-@functools.cache
 def _render(stack: str, name: str) -> tuple[dict[str, Any], ...]:
-    inputs = _chart_inputs(stack, name)
-    rendered = _chart(name).render(inputs.get("values", {}), name=name, namespace=inputs["namespace"],
-                                   is_install=True)
-    return tuple(doc for path, text in sorted(rendered.items()) if not path.endswith("NOTES.txt")
-                 for doc in yaml.safe_load_all(text) if doc)
+    """The chart as the plan rendered it (pinned archive, the stack's values and Kubernetes version)."""
+    ref = f"kubernetes:helm.sh/v4:Chart::{name}"
+    return next(rendered.objects for rendered in capture_of(stack).charts if rendered.source.ref == ref)
 
 
 def _rules(stack: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from infra.offline.plan import write
+from infra.offline.schema import ManifestLoader
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.pools import GPU_RESOURCE
@@ -27,7 +28,7 @@ def _manifests(tmp_path: Path, stack: str) -> dict[str, dict[str, list[dict[str,
     write(capture_of(stack), tmp_path)
     tree: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for path in sorted((tmp_path / "manifests").rglob("*.yaml")):
-        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+        obj = yaml.load(path.read_text(encoding="utf-8"), Loader=ManifestLoader)
         tree.setdefault(path.parent.name, {}).setdefault(obj["kind"], []).append(obj)
     return tree
 

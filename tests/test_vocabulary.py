@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.offline.schema import ManifestLoader
 from infra.platform.trainer import JOBSET_CONTROLLER, JOBSET_RELEASE, NAMESPACE, TRAINER_CONTROLLER, TRAINER_RELEASE
 from infra.vocabulary import PACK_RULES
 from policies.rules import POLICY_NAMES
@@ -53,7 +54,7 @@ def _service_accounts(archive: str, release: str, values: dict[str, object]) -> 
     chart = helm_python.Chart.load(str(path))
     rendered = chart.render(values, name=release, namespace=NAMESPACE, is_install=True)
     return {f"system:serviceaccount:{NAMESPACE}:{doc['metadata']['name']}" for text in rendered.values()
-            for doc in yaml.safe_load_all(text) if doc and doc.get("kind") == "ServiceAccount"}
+            for doc in yaml.load_all(text, Loader=ManifestLoader) if doc and doc.get("kind") == "ServiceAccount"}
 
 
 def test_the_exempt_controllers_are_the_charts_service_accounts() -> None:
