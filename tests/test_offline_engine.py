@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import filecmp
+import functools
 import importlib
 import inspect
+import json
 from pathlib import Path
 
 import pulumi
 import pytest
+import yaml
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
-from infra.offline.plan import objects, render_plan_json, write
+from infra.offline.plan import manifest_yaml, objects, render_plan_json, write
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
 
-from .conftest import STACKS, capture_of, kube_objects, platform_of, stack_file
+from .conftest import ALL_STACKS, STACKS, capture_of, kube_objects, platform_of, stack_file
 
 
 def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:
@@ -91,7 +94,7 @@ def test_kubeconfig_is_masked_as_a_secret() -> None:
 def test_two_runs_render_byte_identical_trees(tmp_path: Path) -> None:
     config = read_stack_config(stack_file("onprem-lab"))
     first, second = tmp_path / "a", tmp_path / "b"
-    write(engine.run("onprem-lab", config), first)
+    write(capture_of("onprem-lab"), first)  # the session's run, made in another process
     write(engine.run("onprem-lab", config), second)
     comparison = filecmp.dircmp(first, second)
     assert (first / "plan.json").read_bytes() == (second / "plan.json").read_bytes()
@@ -176,6 +179,11 @@ def test_a_chart_not_installed_from_the_verified_cache_is_refused(tmp_path: Path
         engine.run("echo", {}, program_path=program)
 
 
+@functools.cache
+def _class_source(module: str, kind: str) -> str:
+    return inspect.getsource(getattr(importlib.import_module(module), kind))
+
+
 def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:
     """kube_object registers built-in kinds under the type of pulumi-kubernetes' own class (so the provider,
     policies and existing state treat them alike), and custom resources as its CustomResource does."""
@@ -190,6 +198,26 @@ def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:
             except ModuleNotFoundError:
                 assert record.type == f"kubernetes:{obj['apiVersion']}:{obj['kind']}", record.ref()
                 continue
-            assert f"'{record.type}'" in inspect.getsource(getattr(module, obj["kind"])), record.ref()
+            assert f"'{record.type}'" in _class_source(module.__name__, obj["kind"]), record.ref()
             checked += 1
     assert checked > 50
+
+
+def _pyyaml(obj: dict) -> str:
+    """The reference: PyYAML's own representer, on a copy that shares no sub-object (so it writes no anchor)."""
+    return yaml.dump(json.loads(json.dumps(obj)), Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False)
+
+
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_manifests_are_written_as_pyyaml_writes_them(stack: str) -> None:
+    written = [(record.ref(), obj) for record, obj in objects(capture_of(stack))]
+    assert len(written) > 100
+    for ref, obj in written:
+        assert manifest_yaml(obj) == _pyyaml(obj), ref
+
+
+def test_manifest_yaml_writes_every_scalar_kind_as_pyyaml_does() -> None:
+    obj = {"kind": "X", "b": [True, False, None, 0, -3, 2**70, 0.5, 1e16, float("inf"), "", "yes", "1.0", "null",
+                              "ünï", "multi\nline", "  lead", "a: b", "#c", "@x", "'q'", "\"dq\"", "~"],
+           "nested": {"empty_list": [], "empty_map": {}, "z": {"y": [{"x": [[1], {}]}]}}, "0": "key order"}
+    assert manifest_yaml(obj) == _pyyaml(obj)

@@ -31,19 +31,16 @@ from .test_policies import ADMINS, CHART, CONFIG, SECURE_CONFIG, baseline, edit,
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_pack_passes_on_every_stack(stack: str) -> None:
-    platform = platform_of(stack)
-    found = run_pack(capture_of(stack), pack_config(platform), read_stack_config(stack_file(stack)))
+    """No mandatory violation, hence no error among the findings `trainyard validate` reports (policy_findings)."""
+    found = run_pack(capture_of(stack), pack_config(platform_of(stack)), read_stack_config(stack_file(stack)))
     assert [v for v in found if v.level == "mandatory"] == []
+    assert [f for f in (v.finding() for v in found) if f.severity == "error"] == []
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_validate_runs_the_pack(stack: str) -> None:
-    """The pack is one of the checks `trainyard validate` runs: clean on the stack as declared, and a
-    policy finding once a binding grants cluster-admin to a group that is no platform admin."""
-    platform = platform_of(stack)
-    findings = policy_findings(platform, capture_of(stack))
-    assert not [f for f in findings if f.severity == "error"]
-    assert any(f.check == "policy" for f in run_checks(platform, _with_rogue_admin(stack), None))
+def test_validate_runs_the_pack() -> None:
+    """The pack is one of the checks `trainyard validate` runs: a policy finding once a binding grants
+    cluster-admin to a group that is no platform admin."""
+    assert any(f.check == "policy" for f in run_checks(platform_of("local"), _with_rogue_admin("local"), None))
 
 
 def _with_rogue_admin(stack: str) -> Capture:
