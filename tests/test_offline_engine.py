@@ -6,21 +6,19 @@ import filecmp
 import functools
 import importlib
 import inspect
-import json
 from pathlib import Path
 
 import pulumi
 import pytest
-import yaml
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
-from infra.offline.plan import manifest_yaml, objects, render_plan_json, write
+from infra.offline.plan import objects, render_plan_json, write
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
 
-from .conftest import ALL_STACKS, STACKS, capture_of, kube_objects, platform_of, stack_file
+from .conftest import STACKS, capture_of, kube_objects, platform_of, stack_file
 
 
 def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:
@@ -202,22 +200,3 @@ def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:
             checked += 1
     assert checked > 50
 
-
-def _pyyaml(obj: dict) -> str:
-    """The reference: PyYAML's own representer, on a copy that shares no sub-object (so it writes no anchor)."""
-    return yaml.dump(json.loads(json.dumps(obj)), Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False)
-
-
-@pytest.mark.parametrize("stack", ALL_STACKS)
-def test_manifests_are_written_as_pyyaml_writes_them(stack: str) -> None:
-    written = [(record.ref(), obj) for record, obj in objects(capture_of(stack))]
-    assert len(written) > 100
-    for ref, obj in written:
-        assert manifest_yaml(obj) == _pyyaml(obj), ref
-
-
-def test_manifest_yaml_writes_every_scalar_kind_as_pyyaml_does() -> None:
-    obj = {"kind": "X", "b": [True, False, None, 0, -3, 2**70, 0.5, 1e16, float("inf"), "", "yes", "1.0", "null",
-                              "ünï", "multi\nline", "  lead", "a: b", "#c", "@x", "'q'", "\"dq\"", "~"],
-           "nested": {"empty_list": [], "empty_map": {}, "z": {"y": [{"x": [[1], {}]}]}}, "0": "key order"}
-    assert manifest_yaml(obj) == _pyyaml(obj)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 from collections.abc import Mapping
@@ -15,9 +14,6 @@ from .charts import HOOK, Rendered
 from .engine import Capture, Registration
 
 KUBERNETES = "kubernetes:"
-_TAG = "tag:yaml.org,2002:"
-# Floats and anything unusual go through PyYAML's own representer (plain data only: no anchors to track).
-_REPRESENTER = yaml.representer.SafeRepresenter(default_flow_style=False, sort_keys=True)
 NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")
 
 
@@ -66,37 +62,6 @@ def manifest_path(obj: dict[str, Any]) -> str:
     return f"{folder}/{obj['kind']}-{meta['name']}.yaml"
 
 
-def _node(value: Any) -> yaml.Node:
-    """The node PyYAML's safe representer builds for a manifest (sorted keys, block style), built directly: the
-    representer's per-value type dispatch and alias bookkeeping were most of the time spent writing manifests/.
-    A value shared by two places of an object is written twice, never as an anchor."""
-    if isinstance(value, str):
-        return yaml.ScalarNode(f"{_TAG}str", value)
-    if isinstance(value, dict):
-        return yaml.MappingNode(f"{_TAG}map", [(_node(key), _node(item)) for key, item in sorted(value.items())],
-                                flow_style=False)
-    if isinstance(value, list):
-        return yaml.SequenceNode(f"{_TAG}seq", [_node(item) for item in value], flow_style=False)
-    if value is None:
-        return yaml.ScalarNode(f"{_TAG}null", "null")
-    if isinstance(value, bool):
-        return yaml.ScalarNode(f"{_TAG}bool", "true" if value else "false")
-    if isinstance(value, int):
-        return yaml.ScalarNode(f"{_TAG}int", str(value))
-    return _REPRESENTER.represent_data(value)
-
-
-def manifest_yaml(obj: dict[str, Any]) -> str:
-    """An object as manifests/ holds it: what yaml.safe_dump(obj, sort_keys=True, default_flow_style=False)
-    writes, emitted by libyaml."""
-    stream = io.StringIO()
-    dumper = yaml.CSafeDumper(stream, default_flow_style=False, sort_keys=True)
-    dumper.open()
-    dumper.serialize(_node(obj))
-    dumper.close()
-    return stream.getvalue()
-
-
 def render_plan_json(capture: Capture) -> str:
     return json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -114,6 +79,7 @@ def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = 
     for folder, obj in ((name, obj) for name, part in parts.items() for _, obj in objects(part)):
         path = manifests / folder / manifest_path(obj)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(manifest_yaml(obj), encoding="utf-8")
+        path.write_text(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False),
+                        encoding="utf-8")
         count += 1
     return count
