@@ -7,13 +7,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..names import dns1035_label, dns1123_subdomain, domain_prefixed_path
+from ..names import dns1035_label, dns1123_subdomain, domain_prefixed_path, label_value
 from ..state import ClusterState
 from ..verdict import Refusal
 
 FAMILY = "webhook:jobset"
 MAX_INT32 = 2**31 - 1
-RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")  # jobset_webhook.go ruleNameFmt
+COORDINATOR_LABEL = "jobset.sigs.k8s.io/coordinator"  # api/jobset/v1alpha2 CoordinatorKey
+RESTART_JOB_ACTIONS = ("RestartJob", "RestartJobAndIgnoreMaxRestarts")  # need the RestartJob gate, off in 0.12
+# jobset_webhook.go validOnJobFailureReasons: k8s.io/api batch/v1 JobReason* constants
+JOB_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
+                       "PodFailurePolicy")
 
 
 def _refuse(field: str, message: str) -> Refusal:
@@ -69,45 +74,71 @@ def jobset(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
     found += [_refuse("spec.successPolicy.targetReplicatedJobs", f"invalid replicatedJob name '{target}' does not "
                       "appear in .spec.ReplicatedJobs")
               for target in spec.get("successPolicy", {}).get("targetReplicatedJobs", []) if target not in seen]
-    return found + _failure_policy(spec.get("failurePolicy", {}), seen) + _coordinator(spec)
+    return found + _failure_policy(spec.get("failurePolicy") or {}, jobs) + _coordinator(spec, name)
 
 
-def _failure_policy(policy: dict[str, Any], jobs: set[str]) -> list[Refusal]:
-    """jobset_webhook.go validateFailurePolicy: rule names unique and well formed, targets exist."""
+def _failure_policy(policy: dict[str, Any], jobs: list[dict[str, Any]]) -> list[Refusal]:
+    """jobset_webhook.go validateFailurePolicy, after Default has named unnamed rules `failurePolicyRule<index>`:
+    no restart-job action while its gate is off (answered alone), rule names 1 to 128 characters of the rule-name
+    pattern and unique, targets that are replicated jobs, and reasons among the Job failure reasons."""
+    rules = policy.get("rules", [])
+    if any(rule.get("action") in RESTART_JOB_ACTIONS for rule in rules):
+        return [_refuse("spec.failurePolicy.rules", "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy "
+                        "actions are not allowed when RestartJob feature gate is disabled")]
+    names = {str(job.get("name", "")) for job in jobs}
     found = []
-    names: dict[str, int] = {}
-    for i, rule in enumerate(policy.get("rules", [])):
+    indices: dict[str, list[int]] = {}
+    for i, rule in enumerate(rules):
         path = f"spec.failurePolicy.rules[{i}]"
-        rule_name = str(rule.get("name", ""))
-        if not RULE_NAME.match(rule_name) or not 1 <= len(rule_name) <= 128:
-            found.append(_refuse(f"{path}.name", f"invalid failure policy rule name '{rule_name}'"))
-        names[rule_name] = names.get(rule_name, 0) + 1
-        if rule.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
-            found.append(_refuse(f"{path}.action", "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy "
-                                 "actions are not allowed when RestartJob feature gate is disabled"))
+        rule_name = str(rule.get("name") or f"failurePolicyRule{i}")
+        if not 1 <= len(rule_name) <= 128:
+            found.append(_refuse(f"{path}.name", f"invalid failure policy rule name of length {len(rule_name)}, the "
+                                 "rule name must be at least 1 characters long and at most 128 characters long"))
+        indices.setdefault(rule_name, []).append(i)
+        if not RULE_NAME.match(rule_name):
+            found.append(_refuse(f"{path}.name", f"invalid failure policy rule name '{rule_name}', a failure policy "
+                                 "rule name must start with an alphabetic character, optionally followed by a string "
+                                 "of alphanumeric characters or '_,:', and must end with an alphanumeric character or "
+                                 "'_'"))
         found += [_refuse(f"{path}.targetReplicatedJobs", f"invalid replicatedJob name '{t}' in failure policy does "
                           "not appear in .spec.ReplicatedJobs") for t in rule.get("targetReplicatedJobs", [])
-                  if t not in jobs]
-    found += [_refuse("spec.failurePolicy.rules", f"rule names are not unique: '{n}'")
-              for n, count in names.items() if count > 1]
+                  if t not in names]
+        found += [_refuse(f"{path}.onJobFailureReasons", f"invalid job failure reason '{reason}' in failure policy "
+                          "is not a recognized job failure reason") for reason in rule.get("onJobFailureReasons", [])
+                  if reason not in JOB_FAILURE_REASONS]
+    found += [_refuse("spec.failurePolicy.rules", f"rule names are not unique, rules with indices "
+                      f"[{' '.join(map(str, at))}] all have the same name '{n}'")
+              for n, at in indices.items() if len(at) > 1]
     return found
 
 
-def _coordinator(spec: dict[str, Any]) -> list[Refusal]:
-    """jobset_webhook.go validateCoordinator: the coordinator pod exists in an Indexed job."""
+def _coordinator(spec: dict[str, Any], name: str) -> list[Refusal]:
+    """jobset_webhook.go validateCoordinator (the coordinator pod exists in an Indexed job; Default made a job
+    without completionMode Indexed) and validateCoordinatorLabelValue (the coordinator's endpoint,
+    pkg/controllers CoordinatorEndpoint, is a label value)."""
     coordinator = spec.get("coordinator")
     if coordinator is None:
         return []
-    job = next((j for j in spec.get("replicatedJobs", []) if j.get("name") == coordinator.get("replicatedJob")), None)
+    target, job_index, pod_index = (coordinator.get("replicatedJob", ""), int(coordinator.get("jobIndex", 0)),
+                                    int(coordinator.get("podIndex", 0)))
+    found = []
+    job = next((j for j in spec.get("replicatedJobs", []) if j.get("name") == target), None)
+    template = (job or {}).get("template", {}).get("spec", {})
     if job is None:
-        return [_refuse("spec.coordinator",
-                        f"coordinator replicatedJob {coordinator.get('replicatedJob')} does not exist")]
-    if not 0 <= int(coordinator.get("jobIndex", 0)) < int(job.get("replicas", 1)):
-        return [_refuse("spec.coordinator", f"coordinator job index {coordinator.get('jobIndex')} is invalid")]
-    template = job.get("template", {}).get("spec", {})
-    if template.get("completionMode") != "Indexed" or "completions" not in template:
-        return [_refuse("spec.coordinator", "job for coordinator pod must be indexed completion mode, and "
-                        "completions number must be set")]
-    if not 0 <= int(coordinator.get("podIndex", 0)) < int(template["completions"]):
-        return [_refuse("spec.coordinator", f"coordinator pod index {coordinator.get('podIndex')} is invalid")]
-    return []
+        found.append(_refuse("spec.coordinator", f"coordinator replicatedJob {target} does not exist"))
+    elif not 0 <= job_index < int(job.get("replicas", 1)):
+        found.append(_refuse("spec.coordinator", f"coordinator job index {job_index} is invalid for replicatedJob "
+                             f"{target}"))
+    elif template.get("completionMode", "Indexed") != "Indexed" or "completions" not in template:
+        found.append(_refuse("spec.coordinator", "job for coordinator pod must be indexed completion mode, and "
+                             "completions number must be set"))
+    elif not 0 <= pod_index < int(template["completions"]):
+        found.append(_refuse("spec.coordinator", f"coordinator pod index {pod_index} is invalid for replicatedJob "
+                             f"{target} job index {job_index}"))
+    endpoint = f"{name}-{target}-{job_index}-{pod_index}.{(spec.get('network') or {}).get('subdomain') or name}"
+    problems = label_value(endpoint)
+    if problems:
+        found.append(_refuse("spec.coordinator", f"spec will lead to invalid label value \"{endpoint}\" for "
+                             f"coordinator label \"{COORDINATOR_LABEL}\" (long JobSet / ReplicatedJob / SubDomain "
+                             f"name?): {', '.join(problems)}"))
+    return found
