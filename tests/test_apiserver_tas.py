@@ -105,7 +105,7 @@ def test_slice_constraint_layers() -> None:
         f"webhook:kueue: {WHERE}[{LAYERS}]: may not be set when '{SIZE}' is specified"]
 
 
-def node_patch(annotations: dict[str, str | None]) -> dict[str, Any]:
+def node_patch(annotations: dict[str, Any]) -> dict[str, Any]:
     return {"manager": "example.com/team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": "node", "template": {"spec": {"template": {"metadata": {"annotations": annotations}}}}}]}}}}
 
@@ -142,13 +142,14 @@ def test_trainjob_pod_set_counts() -> None:
     runtime = rt.read("torchtune-llama3.2-1b")
     counts = {p.name: p.count for p in trainjob_pod_sets({"spec": {"trainer": {"numNodes": 1}}}, runtime)}
     assert counts == {"dataset-initializer": 1, "model-initializer": 1, "node": 1}
-    patched = {"spec": {"runtimePatches": [{"trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        {"name": "dataset-initializer", "template": {"spec": {"parallelism": 3}}}]}}}}]}}
+    job = {"name": "dataset-initializer", "template": {"spec": {"parallelism": 3}}}
+    patched: dict[str, Any] = {"spec": {"runtimePatches": [
+        {"trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}]}}
     assert {p.name: p.count for p in trainjob_pod_sets(patched, runtime)}["dataset-initializer"] == 3
 
 
 def test_strategic_merge_of_a_job_template() -> None:
-    original = {"metadata": {"annotations": {"a": "1", "b": "2"}}, "spec": {"template": {"spec": {
+    original: dict[str, Any] = {"metadata": {"annotations": {"a": "1", "b": "2"}}, "spec": {"template": {"spec": {
         "containers": [{"name": "node", "image": "x", "env": [{"name": "A", "value": "1"}]}],
         "tolerations": [{"key": "gpu"}]}}}}
     patch = {"metadata": {"annotations": {"a": None, "c": "3"}}, "spec": {"template": {"spec": {

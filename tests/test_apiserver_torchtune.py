@@ -76,7 +76,7 @@ def test_qlora_is_refused_for_qwen_2_5() -> None:
 
 def test_the_gpus_come_from_the_runtime_after_the_trainjobs_patches() -> None:
     job = tune("torchtune-llama3.2-1b", args=QLORA)
-    node = {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [
+    node: dict[str, Any] = {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [
         {"name": "node", "resources": gpus(1)}]}}}}}
     job["spec"]["runtimePatches"] = [{"manager": "example.com/team", "trainingRuntimeSpec": {
         "template": {"spec": {"replicatedJobs": [node]}}}}]
