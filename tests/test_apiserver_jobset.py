@@ -95,3 +95,55 @@ def test_the_coordinator_job_is_indexed_by_default_and_its_endpoint_a_label_valu
     # without a subdomain the endpoint ends in the JobSet's name: 2 x 25 + 12 = 62
     assert refusals(jobset(name=name, coordinator=coordinator)) == []
     assert len(refusals(jobset(name="j" * 26, coordinator=coordinator))) == 1
+
+
+def claims(*names: str, retain: bool = False, mount: str = "cache") -> dict[str, Any]:
+    obj = jobset(volumeClaimPolicies=[{
+        "templates": [{"metadata": {"name": n}, "spec": {"accessModes": ["ReadWriteMany"],
+                                                          "resources": {"requests": {"storage": "1Gi"}}}}
+                      for n in names],
+        **({"retentionPolicy": {"whenDeleted": "Retain"}} if retain else {})}])
+    container = obj["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["volumeMounts"] = [{"name": mount, "mountPath": "/cache"}]
+    return obj
+
+
+def review_with(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
+    return [r.line() for r in review(obj, ClusterState([*cluster, obj]), RULES) if r.family == "webhook:jobset"]
+
+
+def test_volume_claim_templates_are_unique_mounted_and_not_shadowed() -> None:
+    assert refusals(claims("cache")) == []
+    assert refusals(claims("cache", "cache")) == [
+        "webhook:jobset: spec.volumeClaimPolicies[0].template[1].name: names must be unique for VolumeClaimPolicies "
+        "template"]
+    assert refusals(claims("cache", mount="data")) == [
+        "webhook:jobset: spec.replicatedJobs: replicatedJob containers don't have a matching volumeMount: cache from "
+        "VolumeClaimPolicies"]
+    shadowed = claims("cache")
+    shadowed["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "cache", "emptyDir": {}}]
+    assert refusals(shadowed) == [
+        "webhook:jobset: spec.replicatedJobs[0].template.spec.template.spec.volumes[0].name: volume name conflicts "
+        "with VolumeClaimPolicy template name: cache"]
+
+
+def test_the_generated_claim_name_fits_63_characters() -> None:
+    # "<claim>-<jobset>": 57 + 1 + 5 ("train") = 63 passes, one more is refused
+    assert refusals(claims("c" * 57, mount="c" * 57)) == []
+    assert refusals(claims("c" * 58, mount="c" * 58)) == [
+        "webhook:jobset: spec.volumeClaimPolicies[0].template[0].name: VolumeClaimPolicies template name is too long"]
+
+
+def test_an_existing_claim_must_match_and_be_retained() -> None:
+    obj = claims("cache", retain=True)
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "cache-train", "namespace": "v"},
+           "spec": obj["spec"]["volumeClaimPolicies"][0]["templates"][0]["spec"]}
+    assert review_with(obj, pvc) == []
+    assert review_with(claims("cache"), pvc) == [
+        "webhook:jobset: spec.volumeClaimPolicies[0].retentionPolicy.whenDeleted: retentionPolicy must be retain when "
+        "PVC exists"]
+    other = {**pvc, "spec": {**pvc["spec"], "resources": {"requests": {"storage": "2Gi"}}}}
+    assert review_with(obj, other) == [
+        "webhook:jobset: spec.volumeClaimPolicies[0].template[0].spec: spec does not match existing PVC cache-train in "
+        "namespace v"]

@@ -1,5 +1,5 @@
 """JobSet 0.12 validating webhook, beyond what its CRD says, re-written from the upstream source at v0.12.0
-(kubernetes-sigs/jobset `pkg/webhooks/jobset_webhook.go` ValidateCreate, names from
+(kubernetes-sigs/jobset `pkg/webhooks/jobset_webhook.go` ValidateCreate after its Default, names from
 `pkg/util/placement/placement.go`). Feature gates at their 0.12 defaults (InPlaceRestart, RestartJob off)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _names(js_name: str, job: dict[str, Any], path: str) -> list[Refusal]:
     return found
 
 
-def jobset(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+def jobset(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     spec = obj.get("spec", {})
     jobs = spec.get("replicatedJobs", [])
     name = str(obj.get("metadata", {}).get("name", ""))
@@ -74,7 +74,8 @@ def jobset(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
     found += [_refuse("spec.successPolicy.targetReplicatedJobs", f"invalid replicatedJob name '{target}' does not "
                       "appear in .spec.ReplicatedJobs")
               for target in spec.get("successPolicy", {}).get("targetReplicatedJobs", []) if target not in seen]
-    return found + _failure_policy(spec.get("failurePolicy") or {}, jobs) + _coordinator(spec, name)
+    found += _failure_policy(spec.get("failurePolicy") or {}, jobs) + _coordinator(spec, name)
+    return found + _volume_claims(obj, cluster)
 
 
 def _failure_policy(policy: dict[str, Any], jobs: list[dict[str, Any]]) -> list[Refusal]:
@@ -141,4 +142,54 @@ def _coordinator(spec: dict[str, Any], name: str) -> list[Refusal]:
         found.append(_refuse("spec.coordinator", f"spec will lead to invalid label value \"{endpoint}\" for "
                              f"coordinator label \"{COORDINATOR_LABEL}\" (long JobSet / ReplicatedJob / SubDomain "
                              f"name?): {', '.join(problems)}"))
+    return found
+
+
+def _mounts(job: dict[str, Any]) -> set[str]:
+    pod = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+    return {mount.get("name") for container in [*pod.get("initContainers", []), *pod.get("containers", [])]
+            for mount in container.get("volumeMounts", [])}
+
+
+def _volume_claims(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+    """jobset_webhook.go validateVolumeClaimPolicies: claim templates uniquely named DNS subdomains, the PVC name
+    `<claim>-<jobset>` (pkg/controllers GeneratePVCName) at most 63 characters, mounted by some container and not
+    shadowed by a job's own volume; a PVC of that name that already exists must have the template's spec and be
+    retained (Default made an absent retention policy Delete). Offline the existing PVC is the one the stack or
+    the submission declares, without the defaults and binding the live one carries, so the live webhook may
+    refuse a spec this comparison passes."""
+    spec, meta = obj.get("spec", {}), obj.get("metadata", {})
+    jobs = spec.get("replicatedJobs", [])
+    claims = {(str(c.get("metadata", {}).get("namespace", "")), str(c.get("metadata", {}).get("name", ""))): c
+              for c in cluster.of_kind("PersistentVolumeClaim")}
+    found = []
+    names: set[str] = set()
+    for i, policy in enumerate(spec.get("volumeClaimPolicies", []) or []):
+        retained = ((policy.get("retentionPolicy") or {}).get("whenDeleted") or "Delete") == "Retain"
+        for j, template in enumerate(policy.get("templates", []) or []):
+            path = f"spec.volumeClaimPolicies[{i}].template[{j}]"
+            claim = str(template.get("metadata", {}).get("name", ""))
+            if claim in names:
+                found.append(_refuse(f"{path}.name", "names must be unique for VolumeClaimPolicies template"))
+            found += [_refuse(f"{path}.name", p) for p in dns1123_subdomain(claim)]
+            pvc_name = f"{claim}-{meta.get('name', '')}"
+            if len(pvc_name) > 63:
+                found.append(_refuse(f"{path}.name", "VolumeClaimPolicies template name is too long"))
+            for k, job in enumerate(jobs):
+                pod = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
+                found += [_refuse(f"spec.replicatedJobs[{k}].template.spec.template.spec.volumes[{v}].name",
+                                  f"volume name conflicts with VolumeClaimPolicy template name: {claim}")
+                          for v, volume in enumerate(pod.get("volumes", [])) if volume.get("name") == claim]
+            if not any(claim in _mounts(job) for job in jobs):
+                found.append(_refuse("spec.replicatedJobs", f"replicatedJob containers don't have a matching "
+                                     f"volumeMount: {claim} from VolumeClaimPolicies"))
+            existing = claims.get((str(meta.get("namespace", "")), pvc_name))
+            if existing is not None:
+                if existing.get("spec", {}) != template.get("spec", {}):
+                    found.append(_refuse(f"{path}.spec", f"spec does not match existing PVC {pvc_name} in namespace "
+                                         f"{meta.get('namespace', '')}"))
+                if not retained:
+                    found.append(_refuse(f"spec.volumeClaimPolicies[{i}].retentionPolicy.whenDeleted",
+                                         "retentionPolicy must be retain when PVC exists"))
+            names.add(claim)
     return found
