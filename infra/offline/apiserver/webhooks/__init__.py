@@ -12,7 +12,7 @@ from infra.spec.versions import Versions, minor
 
 from ..state import ClusterState
 from ..verdict import Refusal, Unchecked
-from . import jobset_v0_12, kueue_v0_19, kueue_v0_19_workload, trainer_v2_2
+from . import jobset_v0_12, kueue_v0_19, kueue_v0_19_tas, kueue_v0_19_workload, trainer_v2_2
 
 Check = Callable[[dict[str, Any], ClusterState], list[Refusal]]
 KUEUE, TRAINER, JOBSET, BATCH = "kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "batch"
@@ -39,10 +39,11 @@ REGISTRY: dict[tuple[str, str], tuple[WebhookRule, ...]] = {
         (KUEUE, "ResourceFlavor", kueue_v0_19.resource_flavor),
         (KUEUE, "Workload", kueue_v0_19_workload.workload),
         (BATCH, "Job", kueue_v0_19.queue_name),
+        (BATCH, "Job", kueue_v0_19_tas.job_topology),
         (JOBSET, "JobSet", kueue_v0_19.queue_name),
         (TRAINER, "TrainJob", kueue_v0_19.queue_name),
-        (JOBSET, "JobSet", kueue_v0_19.jobset_topology),
-        (TRAINER, "TrainJob", kueue_v0_19.trainjob_topology),
+        (JOBSET, "JobSet", kueue_v0_19_tas.jobset_topology),
+        (TRAINER, "TrainJob", kueue_v0_19_tas.trainjob_topology),
     ]),
     ("trainer", "2.2"): _rules("trainer", [
         (TRAINER, "ClusterTrainingRuntime", trainer_v2_2.runtime),

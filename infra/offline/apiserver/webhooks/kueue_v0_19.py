@@ -2,7 +2,8 @@
 (kubernetes-sigs/kueue). Kueue 0.19.2 has webhooks for ClusterQueue, Cohort, ResourceFlavor and Workload
 (`pkg/webhooks/`) and for the job integrations (`pkg/controller/jobs/*/…_webhook.go`); LocalQueue,
 WorkloadPriorityClass and Topology have none: their CRD schema and CEL rules are all the server checks.
-Feature-gated rules are written for the 0.19 defaults (TopologyAwareScheduling on, ConcurrentAdmission off)."""
+Feature-gated rules are written for the 0.19 defaults (TopologyAwareScheduling on, ConcurrentAdmission off). The
+topology rules of the job webhooks are in `kueue_v0_19_tas`."""
 
 from __future__ import annotations
 
@@ -14,16 +15,9 @@ from .. import quantity
 from ..names import dns1123_subdomain, label_value, qualified_name
 from ..state import ClusterState
 from ..verdict import Refusal
-from .podsets import jobset_pod_sets, trainjob_pod_sets
 
 FAMILY = "webhook:kueue"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
-SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
-GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 
 
 def _refuse(field: str, message: str) -> Refusal:
@@ -178,85 +172,3 @@ def queue_name(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
         return []
     return [_refuse(f"metadata.labels[{QUEUE_LABEL}]", f"Invalid value: {value!r}: {p}")
             for p in dns1123_subdomain(str(value))]
-
-
-def pod_set_request(path: str, annotations: dict[str, str]) -> list[Refusal]:
-    """pkg/controller/jobframework/tas_validation.go ValidateTASPodSetRequest (topology annotations of one
-    pod template)."""
-    found = []
-    where = f"{path}.annotations"
-    if sum(key in annotations for key in (REQUIRED, PREFERRED, UNCONSTRAINED)) > 1:
-        found.append(_refuse(where, f"must not contain more than one topology annotation: "
-                             f"[{REQUIRED!r}, {PREFERRED!r}, {UNCONSTRAINED!r}]"))
-    for key in (REQUIRED, PREFERRED, SLICE_REQUIRED):
-        if key in annotations:
-            found += [_refuse(f"{where}[{key}]", p) for p in qualified_name(annotations[key])]
-    if GROUP_NAME in annotations:
-        if annotations[GROUP_NAME].isdigit():
-            found.append(_refuse(f"{where}[{GROUP_NAME}]", "must not be a number"))
-        if SLICE_SIZE in annotations:
-            found.append(_refuse(f"{where}[{GROUP_NAME}]", f"may not be set when '{SLICE_SIZE}' is specified"))
-        if SLICE_REQUIRED in annotations:
-            found.append(_refuse(f"{where}[{GROUP_NAME}]", f"may not be set when '{SLICE_REQUIRED}' is specified"))
-        if PREFERRED not in annotations and REQUIRED not in annotations:
-            found.append(_refuse(f"{where}[{GROUP_NAME}]", f"may not be set when neither '{PREFERRED}' nor "
-                                 f"'{REQUIRED}' is specified"))
-    if UNCONSTRAINED in annotations and annotations[UNCONSTRAINED].lower() not in (
-            "1", "t", "true", "0", "f", "false"):
-        found.append(_refuse(f"{where}[{UNCONSTRAINED}]", "must be a boolean value"))
-    if SLICE_REQUIRED in annotations and SLICE_SIZE not in annotations:
-        found.append(_refuse(f"{where}[{SLICE_SIZE}]", f"must be set when '{SLICE_REQUIRED}' is specified"))
-    if SLICE_SIZE in annotations and SLICE_REQUIRED not in annotations:
-        found.append(_refuse(f"{where}[{SLICE_SIZE}]", f"may not be set when '{SLICE_REQUIRED}' is not specified"))
-    return found
-
-
-def pod_set_groups(pod_sets: list[tuple[str, int, dict[str, str]]]) -> list[Refusal]:
-    """tas_validation.go ValidatePodSetGroupingTopology: a group is exactly two pod sets, one of them with a
-    single pod, both asking the same topology level the same way. `pod_sets`: (path, count, annotations)."""
-    groups: dict[str, list[tuple[str, int, dict[str, str]]]] = {}
-    for pod_set in pod_sets:
-        if GROUP_NAME in pod_set[2]:
-            groups.setdefault(pod_set[2][GROUP_NAME], []).append(pod_set)
-    found = []
-    for name, members in groups.items():
-        if len(members) != 2:
-            found += [_refuse(f"{path}.annotations[{GROUP_NAME}]", f"can only define groups of exactly 2 pod sets, "
-                              f"got: {len(members)} pod set(s)") for path, _, _ in members]
-            continue
-        (path1, count1, a1), (path2, count2, a2) = members
-        if count1 != 1 and count2 != 1:
-            found += [_refuse(f"{path}.annotations[{GROUP_NAME}]", "can only define groups where at least one pod "
-                              f"set has only 1 replica, got: {count1} replica(s) and {count2} replica(s) in the group")
-                      for path in (path1, path2)]
-        requests = [(a.get(REQUIRED), a.get(PREFERRED)) for a in (a1, a2)]
-        if any(r == (None, None) for r in requests) or requests[0] != requests[1]:
-            found += [_refuse(f"{path}.annotations", f"must specify '{REQUIRED}' or '{PREFERRED}' topology "
-                              f"consistent with '{other}.annotations' in group '{name}'")
-                      for path, other in ((path1, path2), (path2, path1))]
-    return found
-
-
-def jobset_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
-    """pkg/controller/jobs/jobset/jobset_webhook.go validateTopologyRequest (TopologyAwareScheduling is on by
-    default in 0.19): each replicated job's pod template, then the pod-set groups."""
-    pod_sets = jobset_pod_sets(obj.get("spec", {}))
-    found = [r for p in pod_sets for r in pod_set_request(p.path, p.annotations)]
-    return found + pod_set_groups([(p.path, p.count, p.annotations) for p in pod_sets])
-
-
-def trainjob_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
-    """pkg/controller/jobs/trainjob/trainjob_webhook.go validateTopologyRequest: the pod sets the TrainJob gets
-    from its runtime (runtime patches are not applied here). A missing runtime is the Trainer webhook's refusal."""
-    spec = obj.get("spec", {})
-    ref = spec.get("runtimeRef", {})
-    runtime = cluster.runtime(str(ref.get("kind", "ClusterTrainingRuntime")), str(ref.get("name", "")),
-                              str(obj.get("metadata", {}).get("namespace", "")))
-    if runtime is None:
-        return []
-    pod_sets = trainjob_pod_sets(obj, runtime)
-    hint = ('. Adjust either the "TrainJob.spec.runtimePatches" or the "TrainingRuntime.Template" annotations for '
-            "the corresponding Job")
-    found = [r for p in pod_sets for r in pod_set_request(f"job[{p.name}]", p.annotations)]
-    found += pod_set_groups([(f"job[{p.name}]", p.count, p.annotations) for p in pod_sets])
-    return [Refusal(r.family, r.field, r.message + hint, r.reason) for r in found]

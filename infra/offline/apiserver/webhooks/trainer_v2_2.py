@@ -5,12 +5,14 @@ Validate (`pkg/runtime/framework/plugins/{torch,mpi,xgboost,jobset}`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from .. import quantity
 from ..names import domain_prefixed_path
 from ..state import TRAINER_GROUP, ClusterState
 from ..verdict import Refusal
-from .podsets import jobset_pod_sets, trainjob_pod_sets
+from .podsets import jobset_pod_sets, patched_runtime, trainjob_pod_sets
 
 FAMILY = "webhook:trainer"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
@@ -24,6 +26,8 @@ XGBOOST_RESERVED_ENV = frozenset({"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 TORCHTUNE_MODELS = frozenset({"llama3_2/1B", "llama3_2/3B", "llama3_3/70B", "qwen2_5/1.5B"})
 TORCHTUNE_MULTI_NODE_MODEL = "llama3_3/70B"
+TORCHTUNE_LORA_ATTN_MODULES, TORCHTUNE_QUANTIZE_BASE, TORCHTUNE_USE_DORA = (
+    "model.lora_attn_modules", "model.quantize_base", "model.use_dora")
 
 
 def _refuse(field: str, message: str) -> Refusal:
@@ -59,21 +63,73 @@ def torchtune_model(runtime_name: str) -> str:
     return f"{fields[1].replace('.', '_')}/{fields[2].upper()}"
 
 
-def _torch(job: dict[str, Any], runtime_name: str) -> list[Refusal]:
-    """plugins/torch/torch.go Validate and torchtune.go validateTorchTune (the pretrained-model and node-count
-    rules; QLoRA recipe rules apply only to jobs that pass LoRA arguments)."""
+def _gpus(resources: dict[str, Any]) -> int:
+    """pkg/runtime/runtime.go GetNumGPUPerNode: the first resource whose name contains "gpu", from the requests,
+    else from the limits, rounded up."""
+    for amounts in (resources.get("requests") or {}, resources.get("limits") or {}):
+        for name, amount in amounts.items():
+            if "gpu" in name.lower() and quantity.valid(amount):
+                if count := math.ceil(quantity.parse(amount)):
+                    return count
+                break
+    return 0
+
+
+def _node_resources(runtime: dict[str, Any]) -> dict[str, Any]:
+    """runtime.go ExtractResourcePerNodeFromRuntime: the `node` container's resources in the trainer job."""
+    for pod_set in runtime.get("spec", {}).get("template", {}).get("spec", {}).get("replicatedJobs", []):
+        labels = pod_set.get("template", {}).get("metadata", {}).get("labels", {})
+        if pod_set.get("name") == "node" or labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
+            for container in pod_set.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}).get(
+                    "containers", []):
+                if container.get("name") == "node" and container.get("resources") is not None:
+                    return dict(container["resources"])
+    return {}
+
+
+def torchtune_config(model: str, trainer: dict[str, Any], gpus: int) -> str:
+    """torchtune.go getRecipeAndConfig: the config the recipe would run, the model followed by a suffix chosen by
+    node count, processes per node, GPUs per node and the LoRA/QLoRA arguments (QLoRA: `model.quantize_base`
+    without `model.use_dora`; LoRA: `model.lora_attn_modules`)."""
+    args = [str(a) for a in trainer.get("args", []) or []]
+    qlora = not any(TORCHTUNE_USE_DORA in a for a in args) and any(TORCHTUNE_QUANTIZE_BASE in a for a in args)
+    lora = any(TORCHTUNE_LORA_ATTN_MODULES in a for a in args)
+    nodes = int(trainer.get("numNodes", 1))
+    single_device = trainer.get("numProcPerNode") == 1 or gpus == 1
+    if nodes == 1 and single_device:
+        suffix = "_qlora_single_device" if qlora else "_lora_single_device" if lora else "_full_single_device"
+    elif nodes == 1:
+        suffix = "_qlora" if qlora else "_lora" if lora else "_full"
+    else:
+        suffix = "_full_multinode"
+    return model + suffix
+
+
+def _torch(job: dict[str, Any], runtime: dict[str, Any]) -> list[Refusal]:
+    """plugins/torch/torch.go Validate and, for a TrainJob running `tune run`, torchtune.go validateTorchTune:
+    the pretrained model, the node count and the QLoRA recipe rules. `runtime` has the TrainJob's patches."""
     trainer = job.get("spec", {}).get("trainer", {})
     found = []
     reserved = sorted({e.get("name") for e in trainer.get("env", [])} & TORCH_RESERVED_ENV)
     if reserved:
         found.append(_refuse("spec.trainer.env", f"must not have reserved envs, invalid envs configured: {reserved}"))
-    if trainer.get("command") == TORCHTUNE_ENTRYPOINT:
-        model = torchtune_model(runtime_name)
-        if model not in TORCHTUNE_MODELS:
-            found.append(_refuse("spec.runtimeRef.name", "must have a supported pretrained model, invalid model "
-                                 f"configured: {model}"))
-        if int(trainer.get("numNodes", 1)) > 1 and model != TORCHTUNE_MULTI_NODE_MODEL:
-            found.append(_refuse("spec.trainer.numNodes", f"must be 1 for {model} model"))
+    if trainer.get("command") != TORCHTUNE_ENTRYPOINT:
+        return found
+    model = torchtune_model(str(job.get("spec", {}).get("runtimeRef", {}).get("name", "")))
+    if model not in TORCHTUNE_MODELS:
+        found.append(_refuse("spec.runtimeRef.name", "must have a supported pretrained model, invalid model "
+                             f"configured: {model}"))
+    if int(trainer.get("numNodes", 1)) > 1 and model != TORCHTUNE_MULTI_NODE_MODEL:
+        found.append(_refuse("spec.trainer.numNodes", f"must be 1 for {model} model"))
+    resources = trainer.get("resourcesPerNode")  # the TrainJob's, when set (even empty), else the runtime's
+    config = torchtune_config(model, trainer, _gpus(_node_resources(runtime) if resources is None else resources))
+    if "_qlora" in config:
+        if model == "qwen2_5/1.5B":
+            found.append(_refuse("spec.runtimeRef.name", f"QLoRA is not supported for {model} model"))
+        if "_qlora_single_device" not in config and model in ("llama3_2/1B", "llama3_2/3B"):
+            found += [_refuse("spec.trainer.numProcPerNode", f"must be auto or 1 for {model} model when using QLoRA"),
+                      _refuse("spec.trainer.resourcesPerNode", f"must have gpu resource with value 1 for {model} "
+                              "model when using QLoRA")]
     return found
 
 
@@ -92,9 +148,10 @@ def trainjob(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         return [_refuse("spec.runtimeRef", f"{kind} {ref.get('name')!r} not found: specified {article} must be "
                         "created before the TrainJob is created")]
     policy = found_runtime.get("spec", {}).get("mlPolicy", {})
+    patched = patched_runtime(obj, found_runtime)  # the plugins validate against the runtime info, patches merged
     found = []
     if "torch" in policy:
-        found += _torch(obj, str(ref.get("name")))
+        found += _torch(obj, patched)
     trainer = spec.get("trainer", {})
     if "mpi" in policy and int(trainer.get("numNodes", 1)) >= 2 and policy["mpi"].get("runLauncherAsNode"):
         names = {p.name for p in trainjob_pod_sets(obj, found_runtime)}
@@ -104,15 +161,17 @@ def trainjob(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     if "xgboost" in policy:  # plugins/xgboost/xgboost.go Validate
         found += [_refuse(f"spec.trainer.env[{i}]", f"{e.get('name')} is reserved for the XGBoost runtime")
                   for i, e in enumerate(trainer.get("env", [])) if e.get("name") in XGBOOST_RESERVED_ENV]
-    return found + _jobset_plugin(obj, found_runtime)
+    return found + _jobset_plugin(obj, patched)
 
 
-def _jobset_plugin(obj: dict[str, Any], found_runtime: dict[str, Any]) -> list[Refusal]:
+def _jobset_plugin(obj: dict[str, Any], patched: dict[str, Any]) -> list[Refusal]:
     """plugins/jobset/jobset.go Validate: initializers the TrainJob configures exist in the runtime; runtime
-    patches name existing jobs and containers and set no env on the initializer and node containers."""
+    patches name existing jobs and containers and set no env on the initializer and node containers. Upstream
+    reads the container names from the runtime info, where the patches are already merged, so a patch's own new
+    container counts as existing there too."""
     spec = obj.get("spec", {})
     containers = {p.name: {*p.containers, *p.init_containers}
-                  for p in jobset_pod_sets(found_runtime.get("spec", {}).get("template", {}).get("spec", {}))}
+                  for p in jobset_pod_sets(patched.get("spec", {}).get("template", {}).get("spec", {}))}
     found = []
     for part, job_name in (("dataset", "dataset-initializer"), ("model", "model-initializer")):
         if part not in spec.get("initializer", {}):
