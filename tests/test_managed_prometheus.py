@@ -1,6 +1,6 @@
 """observability.managedPrometheus: the in-cluster Prometheus remote-writes to the cloud's managed Prometheus (AMP on
 EKS, Azure Monitor on AKS) as a workload identity that may write there and nowhere else; refused where there is no
-such service; nothing of it exists when the option is off."""
+such service; nothing of it exists when the option is off. GKE: test_managed_prometheus_gke.py."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def prometheus_cr(capture: Capture) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("stack", "observability", "words"), [
-    ("onprem-lab", {"managedPrometheus": True}, ("observability.managedPrometheus", "eks or aks", "existing")),
+    ("onprem-lab", {"managedPrometheus": True}, ("observability.managedPrometheus", "eks, gke or aks", "existing")),
     ("local", {"managedPrometheus": True}, ("observability.managedPrometheus", "remove managedPrometheus")),
-    ("gcp-prod", {"managedPrometheus": True}, ("observability.managedPrometheus", "gke", "no remote write")),
+    ("gcp-prod", {"managedPrometheus": True, "enabled": False},
+     ("observability.managedPrometheus", "observability.enabled")),
     ("aws-prod", {"managedPrometheus": True, "enabled": False},
      ("observability.managedPrometheus", "observability.enabled")),
     ("aws-prod", {"managedPrometheus": "yes please"}, ("observability.managedPrometheus",)),

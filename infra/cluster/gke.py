@@ -15,15 +15,18 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.contract import account_key
 from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
+from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
 
 from . import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from .buckets import cloud_buckets
 from .gke_identity import bucket_identities, node_account
+from .managed_prometheus import google_managed_prometheus
 from .network_gcp import gcp_subnet
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -146,7 +149,9 @@ class GkeCluster(CloudCluster):
             datapath_provider="ADVANCED_DATAPATH",
             addons_config={addon: {"enabled": True} for addon in CSI_ADDONS},
             authenticator_groups_config={"security_group": spec.login.security_group} if spec.login else None,
-            # GKE's own GPU stack exports DCGM metrics to Managed Prometheus (no DCGM exporter to install).
+            # GKE's own GPU stack exports DCGM metrics to Managed Prometheus (no DCGM exporter to install). Managed
+            # collection stays on beside observability.managedPrometheus: it scrapes only PodMonitoring objects
+            # (GKE's own), never the platform's targets, so no series is exported twice.
             monitoring_config={"enable_components": monitoring, "managed_prometheus": {"enabled": True}},
             opts=self._opts(protect=True),
         )
@@ -171,6 +176,9 @@ class GkeCluster(CloudCluster):
         self.buckets, self.storage_parameters = stored.names, stored.parameters
         self.identities = bucket_identities(platform, spec.project, stored.ids, self._opts(), self.gcp) \
             if platform.storage.profile == "gcp" else {}
+        if platform.observability.managed_prometheus:
+            self.identities[account_key(*PROMETHEUS_ACCOUNT)] = google_managed_prometheus(
+                platform, spec.project, self._opts())
         self.register_outputs({"cluster": platform.cluster_name, "region": spec.region,
                                "nodePools": [flavor.name for flavor in platform.flavors]})
 

@@ -8,6 +8,10 @@ with its ingestion endpoint and rule on AKS. The platform only adds the remote w
   chart runs 3.14) as a managed identity holding Monitoring Metrics Publisher on the data collection rule only.
   The rule routes the Microsoft-PrometheusMetrics stream from its endpoint to the workspace; the write URL is the
   endpoint's metrics ingestion host + the rule's immutable id.
+- GKE: no remote write. Prometheus runs Google's fork (the platform sets the image), which exports to Managed
+  Service for Prometheus through the Cloud Monitoring API as a Google service account holding
+  roles/monitoring.metricWriter only, which only the Prometheus Kubernetes service account may impersonate
+  (GKE Workload Identity: roles/iam.workloadIdentityUser for <project>.svc.id.goog[monitoring/<account>]).
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from infra.spec import Platform
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 
 MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"  # Azure built-in role
+METRIC_WRITER = "roles/monitoring.metricWriter"  # write time series, nothing else (read needs monitoring.viewer)
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+GKE_ACCOUNT_ANNOTATION = "iam.gke.io/gcp-service-account"
 PROMETHEUS_STREAM = "Microsoft-PrometheusMetrics"
 INGESTION_API = "2023-04-24"
 
@@ -87,3 +94,18 @@ def azure_monitor(platform: Platform, group: pulumi.Input[str], location: str, i
                         "workloadIdentity": {"clientId": identity.client_id, "tenantId": client.tenant_id}}}
     return RemoteWrite(url=url, auth=auth), WorkloadIdentity(annotations={CLIENT_ID: identity.client_id},
                                                              pod_labels=USE_LABEL)
+
+
+def google_managed_prometheus(platform: Platform, project: str, opts: pulumi.ResourceOptions) -> WorkloadIdentity:
+    import pulumi_gcp as gcp
+
+    namespace, account = PROMETHEUS_ACCOUNT
+    writer = gcp.serviceaccount.Account("prometheus", account_id=f"{platform.cluster_name}-prometheus"[:30],
+                                        display_name=f"Prometheus of {platform.cluster_name} (metric writer)",
+                                        opts=opts)
+    gcp.projects.IAMMember("prometheus-metric-writer", project=project, role=METRIC_WRITER, member=writer.member,
+                           opts=opts)
+    gcp.serviceaccount.IAMMember(
+        "identity-prometheus", service_account_id=writer.name, role=WORKLOAD_IDENTITY_USER,
+        member=f"serviceAccount:{project}.svc.id.goog[{namespace}/{account}]", opts=opts)
+    return WorkloadIdentity(annotations={GKE_ACCOUNT_ANNOTATION: writer.email})

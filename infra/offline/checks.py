@@ -21,6 +21,7 @@ from .engine import Capture, Registration
 from .firewall_checks import check_webhook_firewall
 from .hybrid_checks import hybrid_findings
 from .identity_checks import check_team_data_identity
+from .managed_prometheus_checks import managed_prometheus_findings
 from .observability_checks import dashboard_findings, routing_findings, rule_findings
 from .plan import objects
 from .policy_runner import policy_findings
@@ -69,12 +70,13 @@ def check_backup(ctx: Context) -> list[Finding]:
 
 def check_observability(ctx: Context) -> list[Finding]:
     """Alert rules and dashboards parse as PromQL and read only catalog metrics this stack exports; alerts reach
-    someone."""
+    someone; Google's managed Prometheus is reached as the Prometheus account only."""
     ours = [obj for record, obj in ctx.records() if not record.chart]
     charts = [obj for record, obj in ctx.records() if record.chart]
     facts = ctx.platform.observability
     return [*rule_findings(ours, facts), *dashboard_findings(ours, facts), *rule_findings(charts, None),
-            *dashboard_findings(charts, None), *routing_findings(ctx.platform, ctx.objects())]
+            *dashboard_findings(charts, None), *routing_findings(ctx.platform, ctx.objects()),
+            *managed_prometheus_findings(ctx.platform, ctx.capture, ctx.objects())]
 
 
 Check = Callable[[Context], list[Finding]]

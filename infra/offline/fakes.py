@@ -43,7 +43,8 @@ OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     # The GKE node service account: node pools name it by email, IAM bindings by member.
     "gcp:serviceaccount/account:Account": lambda inputs: {
         "email": f"{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
-        "member": f"serviceAccount:{inputs.get('accountId')}@offline.iam.gserviceaccount.com"},
+        "member": f"serviceAccount:{inputs.get('accountId')}@offline.iam.gserviceaccount.com",
+        "name": f"projects/offline/serviceAccounts/{inputs.get('accountId')}@offline.iam.gserviceaccount.com"},
     # The managed Prometheus of observability.managedPrometheus: what its remote write URL is built from.
     "aws:amp/workspace:Workspace": lambda inputs: {
         "arn": "arn:aws:aps:us-east-1:123456789012:workspace/ws-offline",

@@ -1,7 +1,8 @@
 """Every image a stack runs: the containers and init containers of every object, ours and the charts', and
 the images operators start from the custom resources they receive (the GPU Operator's ClusterPolicy operands:
-driver, toolkit, device plugin, DCGM exporter, validators...). `trainyard images STACK` lists them for
-mirroring into a private registry; the plan fails on one that is not fully qualified and pinned.
+driver, toolkit, device plugin, DCGM exporter, validators...; prometheus-operator's Prometheus and Alertmanager).
+`trainyard images STACK` lists them for mirroring into a private registry; the plan fails on one that is not
+fully qualified and pinned.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from infra.spec.pins import unpinned_image
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # Custom resources whose operator turns {repository, image, version} entries into pods.
 OPERAND_KINDS = frozenset({("nvidia.com", "ClusterPolicy"), ("nvidia.com", "NVIDIADriver")})
+# Custom resources whose operator runs `spec.image` as the main container (prometheus-operator).
+IMAGE_KINDS = frozenset({("monitoring.coreos.com", kind) for kind in ("Prometheus", "Alertmanager", "ThanosRuler")})
 
 
 def _containers(value: Any) -> Iterator[str]:
@@ -49,8 +52,11 @@ def _operands(value: Any) -> Iterator[str]:
 
 def object_images(obj: Mapping[str, Any]) -> set[str]:
     images = set(_containers(obj))
-    if (str(obj.get("apiVersion", "")).rpartition("/")[0], obj.get("kind")) in OPERAND_KINDS:
+    kind = (str(obj.get("apiVersion", "")).rpartition("/")[0], obj.get("kind"))
+    if kind in OPERAND_KINDS:
         images |= set(_operands(obj.get("spec", {})))
+    if kind in IMAGE_KINDS and isinstance(obj.get("spec", {}).get("image"), str):
+        images.add(obj["spec"]["image"])
     return images
 
 

@@ -15,9 +15,11 @@ Choices (facts in ../shared/reference/observability.md):
 - node-exporter needs host namespaces and host paths: it runs in its own privileged namespace, so `monitoring`
   stays at Pod Security `baseline`.
 - Alertmanager's configuration is a Secret built here (receiver URLs are Pulumi secrets, never chart values).
-- With observability.managedPrometheus, Prometheus also remote-writes every sample to the cloud's managed
-  Prometheus the cluster layer made (contract.remote_write), as the workload identity bound to its service
-  account; scraping, rules and alerts stay here.
+- With observability.managedPrometheus, Prometheus also sends every sample to the cloud's managed Prometheus, as
+  the workload identity bound to its service account: remote write to what the cluster layer made
+  (contract.remote_write) on EKS and AKS; on GKE it runs Google's drop-in Prometheus, which exports to Managed
+  Service for Prometheus itself (self-deployed collection, so ServiceMonitors, PrometheusRules, Alertmanager and
+  Grafana work unchanged). Scraping, rules and alerts stay here.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ import yaml
 from infra.contract import RemoteWrite, WorkloadIdentity
 from infra.naming import named
 from infra.spec import Platform
+from infra.spec.observability import GOOGLE
 from infra.spec.pools import POOL_LABEL
-from infra.spec.versions import KUBE_PROMETHEUS_STACK_CHART
+from infra.spec.versions import GMP_PROMETHEUS_IMAGE, GMP_PROMETHEUS_VERSION, KUBE_PROMETHEUS_STACK_CHART
 
 from .alerts import DCGM_JOB, rule_groups
 from .backup import NAMESPACE as VELERO_NAMESPACE
@@ -127,10 +130,17 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
     prometheus: dict[str, Any] = {"prometheusSpec": spec}
     if remote_write is not None:
         spec["remoteWrite"] = [{"url": remote_write.url, **remote_write.auth}]
-        if identity is not None and identity.annotations:
-            prometheus["serviceAccount"] = {"annotations": dict(identity.annotations)}
-        if identity is not None and identity.pod_labels:
-            spec["podMetadata"] = {"labels": dict(identity.pod_labels)}
+    if facts.managed_prometheus == GOOGLE:
+        registry, _, reference = GMP_PROMETHEUS_IMAGE.partition("/")
+        repository, _, tag = reference.rpartition(":")
+        # `version`: the operator renders flags for the Prometheus the fork is built on, not for its own tag.
+        spec.update({"image": {"registry": registry, "repository": repository, "tag": tag},
+                     "version": GMP_PROMETHEUS_VERSION})
+        spec["externalLabels"].update(facts.export_labels)
+    if identity is not None and identity.annotations:
+        prometheus["serviceAccount"] = {"annotations": dict(identity.annotations)}
+    if identity is not None and identity.pod_labels:
+        spec["podMetadata"] = {"labels": dict(identity.pod_labels)}
     values: dict[str, Any] = {
         "prometheus": prometheus,
         "alertmanager": {"alertmanagerSpec": {"useExistingSecret": True}},

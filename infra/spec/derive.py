@@ -186,7 +186,9 @@ def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tup
     local = spec.cluster.existing is not None and spec.cluster.existing.simulated_gpus
     # The same condition as the GPU component's: Trainyard installs the operator, whose DCGM exporter we scrape.
     dcgm = spec.cluster.gpu_stack().operator and any(flavor.gpu for flavor in flavors)
-    return derive_observability(spec.observability, local, dcgm, classes, spec.cluster.kind)
+    gke = spec.cluster.gke
+    return derive_observability(spec.observability, local, dcgm, classes, spec.cluster.kind,
+                                (gke.project, gke.region) if gke is not None else None)
 
 
 def _runtimes(spec: PlatformSpec, flavors: dict[str, Flavor],

@@ -4,10 +4,11 @@
 Defaults per environment: a laptop stack (simulated GPUs) keeps 2 days in memory; every other stack keeps 15 days
 on a 100Gi volume of its `block` StorageClass.
 
-`managedPrometheus: true` also sends every sample to the cloud's managed Prometheus (remote write, signed with the
-Prometheus pod's workload identity): Amazon Managed Service for Prometheus on EKS, Azure Monitor managed Prometheus
-on AKS. The in-cluster Prometheus keeps scraping, evaluating the rules and alerting, so the offline rule checks
-hold whatever the destination. Refused on existing clusters (no cloud to write to) and on GKE (see MANAGED).
+`managedPrometheus: true` also sends every sample to the cloud's managed Prometheus, as the Prometheus pod's
+workload identity: remote write to Amazon Managed Service for Prometheus on EKS and to Azure Monitor managed
+Prometheus on AKS; on GKE, Google's drop-in Prometheus binary exports to Managed Service for Prometheus itself
+(self-deployed collection). The in-cluster Prometheus keeps scraping, evaluating the rules and alerting, so the
+offline rule checks hold whatever the destination. Refused on existing clusters (no cloud to write to).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ RETENTION = r"^[1-9][0-9]*[hdw]$"
 # The Prometheus pods' service account as kube-prometheus-stack names it (release kube-prometheus-stack):
 # the account the cloud identity that writes to the managed Prometheus is bound to.
 PROMETHEUS_ACCOUNT = ("monitoring", "kube-prometheus-stack-prometheus")
-# Cluster kind -> the managed Prometheus remote write reaches. GKE has none: Managed Service for Prometheus has
-# no remote-write endpoint (it ingests through its own collectors), and prometheus-operator 0.93.1's
-# RemoteWriteSpec has no Google authentication (only sigv4, azureAd, oauth2, basic auth, authorization).
-MANAGED = {"eks": "amazon-managed-prometheus", "aks": "azure-monitor"}
+# Cluster kind -> the managed Prometheus the samples reach. GKE's takes no remote write (prometheus-operator
+# 0.93.1's RemoteWriteSpec has no Google authentication either): there Prometheus runs Google's fork, which
+# exports through the Cloud Monitoring API (versions.GMP_PROMETHEUS_IMAGE).
+GOOGLE = "google-managed-prometheus"
+MANAGED = {"eks": "amazon-managed-prometheus", "gke": GOOGLE, "aks": "azure-monitor"}
 
 
 class Alerting(Strict):
@@ -56,7 +58,7 @@ class Alerting(Strict):
 class ObservabilitySpec(Strict):
     """`retention` (e.g. 15d), `storage` (the Prometheus volume; `none` keeps data in memory, lost on restart),
     `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and `managedPrometheus` (also
-    remote-write to the cloud's managed Prometheus: EKS and AKS only, docs/observability.md)."""
+    send every sample to the cloud's managed Prometheus: EKS, GKE and AKS, docs/observability.md)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
@@ -75,11 +77,8 @@ def check_managed_prometheus(spec: ObservabilitySpec, cluster_kind: str) -> None
     if not spec.enabled:
         raise ValueError(f"{where}: true needs observability.enabled (the in-cluster Prometheus sends the samples): "
                          "enable observability or remove managedPrometheus")
-    if cluster_kind == "gke":
-        raise ValueError(f"{where}: true is not supported on gke: Managed Service for Prometheus takes no remote "
-                         "write and collects with its own PodMonitoring objects; remove managedPrometheus")
     if cluster_kind not in MANAGED:
-        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks or aks), not an "
+        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks, gke or aks), not an "
                          f"{cluster_kind} cluster (on-prem or laptop): remove managedPrometheus")
 
 
@@ -95,6 +94,8 @@ class ObservabilityFacts:
     dcgm: bool  # the GPU Operator's DCGM exporter runs (Trainyard installs the operator and the stack has GPUs)
     managed_prometheus: str | None  # the cloud's managed Prometheus Prometheus remote-writes to (MANAGED), or None
     components: frozenset[str]  # metric catalog components this stack exports
+    # Google's Prometheus: the external labels naming where its exported series live (project_id, location).
+    export_labels: tuple[tuple[str, str], ...] = ()
 
     def catalog(self) -> dict[str, metrics.Metric]:
         """Every catalog series name a query may read on this stack."""
@@ -103,9 +104,9 @@ class ObservabilityFacts:
 
 
 def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str, ...],
-                         cluster_kind: str) -> ObservabilityFacts:
+                         cluster_kind: str, gcp_location: tuple[str, str] | None = None) -> ObservabilityFacts:
     """`spec` is the ObservabilitySpec (checked by check_managed_prometheus); `local` a laptop stack; `classes` the
-    stack's StorageClass names."""
+    stack's StorageClass names; `gcp_location` a GKE cluster's (project, region)."""
     obs: ObservabilitySpec = spec
     storage = obs.storage if obs.storage is not None else ("none" if local else "100Gi")
     size = None if storage == "none" else str(storage)
@@ -126,4 +127,7 @@ def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str,
         dcgm=dcgm,
         managed_prometheus=MANAGED[cluster_kind] if obs.managed_prometheus else None,
         components=frozenset(components) if obs.enabled else frozenset(),
+        # The fork reads these labels before its own detection (its --export.label.* help): explicit, not guessed.
+        export_labels=(("location", gcp_location[1]), ("project_id", gcp_location[0]))
+        if obs.managed_prometheus and cluster_kind == "gke" and gcp_location else (),
     )

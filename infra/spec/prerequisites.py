@@ -43,6 +43,13 @@ SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 
 By = Literal["cluster", "site", "platform"]
 
+# What observability.managedPrometheus needs, per cluster kind: the identity and the cloud API and grant behind it.
+MANAGED_PROMETHEUS_NEED = {
+    "": "observability (Prometheus' remote write to the managed Prometheus)",
+    "gke": "observability (Prometheus exports to Managed Service for Prometheus through the Cloud Monitoring API "
+           "monitoring.googleapis.com as a service account holding roles/monitoring.metricWriter)",
+}
+
 
 def capability_problem(value: str) -> str | None:
     """Why `value` is not a capability of the vocabulary, or None."""
@@ -169,7 +176,8 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     if storage.profile in ("aws", "gcp", "azure"):
         needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
     if spec.observability.managed_prometheus:
-        needs.append(Need("workload-identity", "observability (Prometheus' remote write to the managed Prometheus)"))
+        kind = spec.cluster.kind if spec.cluster.kind in MANAGED_PROMETHEUS_NEED else ""
+        needs.append(Need("workload-identity", MANAGED_PROMETHEUS_NEED[kind]))
     who: dict[str, list[str]] = {}
     for need in needs:
         who.setdefault(need.capability, []).append(need.who)

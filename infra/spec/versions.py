@@ -107,6 +107,11 @@ EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github
 # kube-state-metrics 2.20.0, node-exporter 1.12.1, Grafana 13.2.0.
 KUBE_PROMETHEUS_STACK_CHART = Chart("kube-prometheus-stack", "oci://ghcr.io/prometheus-community/charts/kube-prometheus-stack",
                                     "88.5.3")
+# GKE with observability.managedPrometheus: Google's drop-in Prometheus (self-deployed collection for Managed Service
+# for Prometheus), the image of GoogleCloudPlatform/prometheus-engine v0.17.2 examples/prometheus.yaml; forked from
+# Prometheus v2.53.5, the version the operator renders its flags and configuration for.
+GMP_PROMETHEUS_IMAGE = "gke.gcr.io/prometheus-engine/prometheus:v2.53.5-gmp.1-gke.2"
+GMP_PROMETHEUS_VERSION = "v2.53.5"
 # EKS cluster layer: the cluster autoscaler (chart 9.59.0, appVersion 1.35.0) runs the image of the cluster's
 # minor (tags of 2026-07-22), and AWS Node Termination Handler 1.25.6 (chart 0.27.6) drains Spot nodes.
 CLUSTER_AUTOSCALER_CHART = Chart("cluster-autoscaler", "https://kubernetes.github.io/autoscaler", "9.59.0")
