@@ -145,6 +145,22 @@ def test_a_private_path_other_than_the_link_is_provided_by_nothing() -> None:
     assert "clusters.burst.data.manager" in need.who and "`link`" in prerequisites.finding_line(need)
 
 
+def test_the_workers_bucket_needs_the_teams_egress_to_object_storage() -> None:
+    def warned(raw: dict[str, Any]) -> list[str]:
+        platform = validate(raw, STACK)
+        assert platform.hybrid is not None
+        worker = platform.hybrid.clusters["burst"]
+        assert worker.member is not None and worker.member.data is not None
+        return [f.subject for f in location_findings("burst", worker.member.data, platform, worker)
+                if f.severity == "warning"]
+    raw = raw_platform(STACK)
+    assert warned(raw) == ["burst: teams.vision.objectStorage", "burst: teams.nlp.objectStorage"]
+    raw["teams"]["nlp"]["objectStorage"] = [{"cidr": "52.216.0.0/15"}]
+    assert warned(raw) == ["burst: teams.vision.objectStorage"]
+    raw["clusters"]["burst"]["data"]["checkpoints"] = "manager"  # nothing goes to the worker's bucket
+    assert warned(raw) == []
+
+
 def test_an_undeclared_data_section_is_one_error() -> None:
     raw = raw_platform(STACK)
     raw["clusters"]["burst"].pop("data")

@@ -33,39 +33,36 @@ def _ns(obj: dict[str, Any]) -> str:
 
 def location_findings(name: str, data: WorkerData, manager: Platform, worker: Platform) -> list[Finding]:
     """Each kind of data is in a bucket the worker reaches with declared credentials, not in a volume."""
-    findings = []
+    where = f"clusters.{name}.data"
     teams = [team.name for team in worker.teams]
+    store = data.manager
+    problems: list[tuple[str, str]] = []  # (field, message)
+    if "manager" in (data.datasets, data.checkpoints) and store is not None and store.network == "public" \
+            and not store.endpoint.startswith("https://"):
+        problems.append((f"{where}.manager.endpoint", f"{store.endpoint} is read over the public network without "
+                                                     "TLS: publish it at an https endpoint, or reach it over the link"))
     for kind in KINDS:
-        field = f"clusters.{name}.data.{kind}"
         location = getattr(data, kind)
-
-        def refuse(message: str, subject: str = field) -> None:
-            findings.append(Finding(CHECK, f"{name}: {subject}", message))
         if location == "volume":
-            refuse(f"the bursting teams ({', '.join(teams)}) would use their `{kind}` volume, which MultiKueue "
-                   "does not copy: the worker's volume of that name is another, empty one. Set it to manager "
-                   f"(the team's bucket there, over the link) or worker (the team's bucket on {name})")
-            continue
-        if location == "manager" and data.manager is None:
-            refuse("the manager's object store, but the worker declares no path or credentials for it: add "
-                   f"clusters.{name}.data.manager {{endpoint, network, cidr, secretName}}")
-            continue
-        if location == "manager" and data.manager is not None and data.manager.network == "public" \
-                and not data.manager.endpoint.startswith("https://"):
-            refuse(f"{data.manager.endpoint} is read over the public network without TLS: publish it at an https "
-                   "endpoint, or reach it over the link", f"clusters.{name}.data.manager.endpoint")
-        side = manager if location == "manager" else worker
-        for team in teams:
-            if place(data, kind, team, manager, worker).uri is None:
-                refuse(f"team {team} has no bucket on the {location} (storage profile {side.storage.profile} "
-                       f"makes none): use a location with object storage")
-        if location == "worker" and worker.storage.profile in CLOUD_PROFILES:
-            for team in teams:
-                if not worker.spec.teams[team].egress_destinations():
-                    findings.append(Finding(CHECK, f"{name}: teams.{team}.objectStorage", f"{kind} go to the "
-                                            f"team's {worker.storage.profile} bucket, but the team declares no "
-                                            "egress destination, and its namespaces deny all other egress: add "
-                                            "the object store's address ranges", severity="warning"))
+            problems.append((f"{where}.{kind}", f"the bursting teams ({', '.join(teams)}) would use their `{kind}` "
+                             "volume, which MultiKueue does not copy: the worker's volume of that name is another, "
+                             "empty one. Set it to manager (the team's bucket there, over the link) or worker (the "
+                             f"team's bucket on {name})"))
+        elif location == "manager" and store is None:
+            problems.append((f"{where}.{kind}", "the manager's object store, but the worker declares no path or "
+                             f"credentials for it: add {where}.manager {{endpoint, network, cidr, secretName}}"))
+        else:
+            side = manager if location == "manager" else worker
+            problems += [(f"{where}.{kind}", f"team {team} has no bucket on the {location} (storage profile "
+                          f"{side.storage.profile} makes none): use a location with object storage")
+                         for team in teams if place(data, kind, team, manager, worker).uri is None]
+    findings = [Finding(CHECK, f"{name}: {field}", message) for field, message in problems]
+    if "worker" in (data.datasets, data.checkpoints) and worker.storage.profile in CLOUD_PROFILES:
+        findings += [Finding(CHECK, f"{name}: teams.{team}.objectStorage", f"burst data goes to the team's "
+                             f"{worker.storage.profile} bucket, but the team declares no egress destination, and its "
+                             "namespaces deny all other egress: add the object store's address ranges",
+                             severity="warning")
+                     for team in teams if not worker.spec.teams[team].egress_destinations()]
     return findings
 
 

@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field, field_validator
 from .base import Strict
 from .policy import RegistryPrefix
 from .prerequisites import Need, Provision
-from .storage import TEAM_DATA_ACCOUNT
+from .storage import TEAM_DATA_ACCOUNT, Bucket
 
 if TYPE_CHECKING:
     from .derive import Platform
@@ -121,9 +121,8 @@ class Place:
     secret: str | None  # the Secret with its keys; None: the team's datasets account (workload identity)
 
 
-def _bucket(platform: Platform, team: str) -> str | None:
-    name = next((b.name for b in platform.storage.buckets if b.team == team), None)
-    return None if name is None else f"{SCHEME[platform.storage.profile]}://{name}"
+def _bucket(platform: Platform, team: str) -> Bucket | None:
+    return next((b for b in platform.storage.buckets if b.team == team), None)
 
 
 def place(data: WorkerData, kind: str, team: str, manager: Platform, worker: Platform) -> Place:
@@ -133,14 +132,16 @@ def place(data: WorkerData, kind: str, team: str, manager: Platform, worker: Pla
     if location == "volume":
         return Place(location, None, None, None)
     side = manager if location == "manager" else worker
-    uri = _bucket(side, team)
+    bucket = _bucket(side, team)
+    uri = None if bucket is None else f"{SCHEME[side.storage.profile]}://{bucket.name}"
     if uri is not None and kind == "checkpoints":
         uri += "/checkpoints"
     if location == "manager":
         store = data.manager
         return Place(location, uri, store.endpoint if store else None, store.secret_name if store else None)
-    claim = worker.storage.bucket_class is not None  # on Ceph, the claim's own Secret holds the keys
-    return Place(location, uri, worker.storage.rgw_url, f"{team}-datasets" if claim else None)
+    # A bucket claim (Ceph) brings its keys in a Secret named after it; a cloud bucket is the account's identity.
+    claim = bucket.key if bucket is not None and worker.storage.bucket_class is not None else None
+    return Place(location, uri, worker.storage.rgw_url, claim)
 
 
 def data_env(data: WorkerData, team: str, manager: Platform, worker: Platform) -> dict[str, str]:
