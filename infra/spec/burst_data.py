@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .derive import Platform
     from .hybrid import Link
 
-Network = Literal["vpn", "interconnect", "public"]
+Network = Literal["vpn", "interconnect", "public"]  # a path between the sites: a link, a store, a registry
 Location = Literal["manager", "worker", "volume"]
 KINDS = ("datasets", "checkpoints")
 CONFIG_MAP = "trainyard-data"  # in each bursting team namespace on the worker: where its jobs' data is

@@ -22,7 +22,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from .base import Strict
-from .burst_data import WorkerData, link_needs
+from .burst_data import Network, WorkerData, link_needs
 from .cluster import CLOUD_OF
 from .errors import SpecError, from_validation_error
 from .keys import PLATFORM_KEY
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 MANAGER, WORKER = "manager", "worker"
 ROLE_KEYS = ("role", "link", "workerLostTimeout", "data")
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
-Network = Literal["vpn", "interconnect", "public"]
 
 
 class Link(Strict):
