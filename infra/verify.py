@@ -20,7 +20,7 @@ from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
-from infra.verify_hybrid import contexts, multikueue_findings
+from infra.verify_hybrid import contexts, multikueue_findings, worker_data_findings
 from infra.verify_prerequisites import prerequisite_findings
 
 OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
@@ -221,6 +221,24 @@ class KubernetesCluster:
         items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
         return items
 
+    def _read(self, read: Any, namespace: str, name: str) -> Any:
+        """The object, or None when the API answers 404."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return read(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def secret_exists(self, namespace: str, name: str) -> bool:
+        return self._read(self._core.read_namespaced_secret, namespace, name) is not None
+
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None:
+        account = self._read(self._core.read_namespaced_service_account, namespace, name)
+        return None if account is None else dict(self._api.sanitize_for_serialization(account))
+
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool:
         review = self._client.V1SubjectAccessReview(spec=self._client.V1SubjectAccessReviewSpec(
             user="trainyard-verify", groups=groups,
@@ -262,7 +280,7 @@ def connect_and_verify(platform: Platform, context: str | None) -> list[Finding]
     where = f"kubeconfig {kubeconfig_files()}, context {context or '(its current context)'}"
     try:
         live = KubernetesCluster(context)
-        return [*verify(platform, live), *multikueue_findings(platform, live)]
+        return [*verify(platform, live), *multikueue_findings(platform, live), *worker_data_findings(platform, live)]
     except (ConfigException, HTTPError, ApiException, OSError) as error:
         raise SpecError(where, f"cannot connect to the cluster: {_why(error)}; point KUBECONFIG or --context at the "
                                "stack's cluster (a read-only verifier's kubeconfig is enough)") from None

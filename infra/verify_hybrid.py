@@ -2,7 +2,9 @@
 the existing cluster's `context`, else the cluster's name, or `--context CLUSTER=CONTEXT`), and the manager is
 asked whether MultiKueue holds: each worker's MultiKueueCluster Active (the manager reached the worker's API
 server with the kubeconfig it was given: the link and the credentials), its AdmissionCheck Active, and every
-burst ClusterQueue Active."""
+burst ClusterQueue Active. On each worker it checks what MultiKueue does not copy and the site creates: the
+Secrets the stack's burst needs (`secret:<name>` prerequisites) in every bursting team namespace, and the pull
+Secrets on each team's data account."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from infra.spec import Finding, Platform, SpecError
-from infra.spec.hybrid import burst_queue
+from infra.spec.burst_data import pull_secrets
+from infra.spec.hybrid import WORKER, burst_queue
+from infra.spec.storage import TEAM_DATA_ACCOUNT
 
 # Why an object is inactive, in the words of the fix (Kueue 0.19.2 multikueuecluster.go and admissioncheck.go).
 HINTS = {"InsecureKubeConfig": "the kubeconfig uses what Kueue refuses (exec plugin, token file, CA file): see "
@@ -24,6 +28,11 @@ HINTS = {"InsecureKubeConfig": "the kubeconfig uses what Kueue refuses (exec plu
 class ManagerView(Protocol):
     def cluster_queues(self) -> list[dict[str, Any]]: ...
     def kueue_objects(self, plural: str) -> list[dict[str, Any]]: ...
+
+
+class WorkerView(Protocol):
+    def secret_exists(self, namespace: str, name: str) -> bool: ...
+    def service_account(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 def contexts(platform: Platform, overrides: Sequence[str]) -> dict[str, str]:
@@ -72,4 +81,28 @@ def multikueue_findings(platform: Platform, live: ManagerView) -> list[Finding]:
             why = _inactive(obj)
             if why:
                 findings.append(Finding("verify", f"{kind} {name}", f"not active ({why})"))
+    return findings
+
+
+def worker_data_findings(platform: Platform, live: WorkerView) -> list[Finding]:
+    """On a worker: each Secret its burst needs, in every bursting team namespace, and the pull Secrets on the
+    team data accounts (what the site creates: MultiKueue copies no Secret)."""
+    member = platform.member
+    if member is None or member.role != WORKER:
+        return []
+    needed = [(need.capability.removeprefix("secret:"), need.who) for need in platform.prerequisites.needs
+              if need.capability.startswith("secret:")]
+    pulls = pull_secrets(member.data)
+    findings = []
+    for namespace in (ns for team in platform.teams for ns in team.namespaces):
+        findings += [Finding("verify", f"Secret {namespace}/{name}", f"missing (needed by {who}): MultiKueue copies "
+                             "no Secret; create it in every bursting team namespace (docs/hybrid.md)")
+                     for name, who in needed if not live.secret_exists(namespace, name)]
+        account = live.service_account(namespace, TEAM_DATA_ACCOUNT)
+        named = {ref.get("name") for ref in (account or {}).get("imagePullSecrets") or []}
+        missing = [name for name in pulls if name not in named]
+        if account is None or missing:
+            findings.append(Finding("verify", f"ServiceAccount {namespace}/{TEAM_DATA_ACCOUNT}",
+                                    "not found" if account is None else f"lacks imagePullSecrets {', '.join(missing)}: "
+                                    "run pulumi up"))
     return findings

@@ -70,4 +70,6 @@ def _several_clusters() -> list[str]:
             "Instead of `cluster`, `clusters` maps each cluster's name to its kind (as under `cluster`) plus the "
             "keys below; every pool names its `cluster`; a team's `burst` (same shape as `quota`) names worker "
             "pools. Everything else is the same and applies to every cluster.", "",
-            *_model("clusters.<name>", role)[2:], *_model("Link", role["$defs"]["Link"])]
+            *_model("clusters.<name>", role)[2:],
+            *(line for name in ("Link", "WorkerData", "ManagerStore", "Registry")
+              for line in _model(name, role["$defs"][name]))]

@@ -8,7 +8,7 @@ from typing import Any
 
 from infra.offline.clusters import split
 from infra.offline.engine import Capture
-from infra.offline.hybrid_report import burst_rows
+from infra.offline.hybrid_report import DATA_HEADER, burst_rows, data_rows
 from infra.offline.plan import objects
 from infra.offline.report import capacity_rows
 from infra.spec import Platform
@@ -158,7 +158,10 @@ def _burst(platform: Platform, capture: Capture) -> list[str]:
              "Jobs submitted to the LocalQueue named after a worker are admitted on the manager and run on the "
              "worker (docs/hybrid.md).", "", *_table([["team", "submit to", "on the manager", "worker",
                                                         "guaranteed there", "link", "credentials"],
-                                                       *burst_rows(platform)]), *diagram, "```", ""]
+                                                       *burst_rows(platform)]), *diagram, "```", "",
+             "## Burst data", "", "Where dispatched jobs find their data and images on each worker (ConfigMap "
+             "`trainyard-data` in each bursting team namespace there; docs/hybrid.md).", "",
+             *_table([DATA_HEADER, *data_rows(platform)])]
     for name, (member, part) in parts.items():
         lines += [f"## Cluster `{name}` ({member.member.role if member.member else ''})", "",
                   *_sections(member, part, "###")]

@@ -1,6 +1,7 @@
 """Checks across the clusters of a multi-cluster stack, on what the run declares on each side: what MultiKueue
 needs to exist on a worker for a job the manager dispatches (its LocalQueue, the runtimes, the priorities), the
-manager's rights there (least privilege, every dispatched kind), and the worker's kubeconfig on the manager."""
+manager's rights there (least privilege, every dispatched kind), the worker's kubeconfig on the manager, and
+the data and images its jobs reach (hybrid_data_checks.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from infra.spec.keys import multikueue_key
 
 from .clusters import split
 from .engine import Capture
+from .hybrid_data_checks import data_findings
 from .plan import objects
 
 CHECK = "multikueue"
@@ -105,4 +107,4 @@ def hybrid_findings(platform: Platform, capture: Capture) -> list[Finding]:
                                     f"`pulumi config set --secret {multikueue_key(worker)} < {worker}.kubeconfig` "
                                     "(docs/hybrid.md); until then nothing bursts", severity="warning"))
         findings += rbac_findings(worker, parts[worker]) + mirror_findings(worker, manager, parts[worker])
-    return findings
+    return findings + data_findings(platform, parts)

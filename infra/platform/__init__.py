@@ -21,6 +21,7 @@ from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPA
 
 from .admission import Admission
 from .backup import Backup
+from .burst_data import BurstData
 from .fabric import fabric
 from .gpu import gpu_operator
 from .kueue import Kueue
@@ -72,3 +73,7 @@ def build_burst(platform: Platform, built: Mapping[str, Built],
     for worker in hybrid.workers:
         with cluster_scope(worker):
             MultiKueueWorker(named("multikueue"), built[worker].provider, after=[built[worker].kueue])
+            member = hybrid.clusters[worker].member
+            if member is not None and member.data is not None:
+                BurstData(named("burst-data"), platform, hybrid.clusters[worker], built[worker].provider,
+                          built[worker].namespaces)

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from infra.contract import ClusterContract
 from infra.naming import named
 from infra.spec import Platform
+from infra.spec.burst_data import pull_secrets
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 
@@ -159,7 +160,7 @@ class Storage(pulumi.ComponentResource):
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
         if facts.profile == "rook-ceph":
             self._ceph_buckets(facts)
-        self._data_accounts(cluster)
+        self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None))
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})
 
@@ -222,13 +223,15 @@ class Storage(pulumi.ComponentResource):
                         metadata("allow-object-store", team_ns), child_opts(self, ceph, depends_on=[ns_resource]),
                         spec=object_store_egress(rook))
 
-    def _data_accounts(self, cluster: ClusterContract) -> None:
+    def _data_accounts(self, cluster: ClusterContract, pull: tuple[str, ...]) -> None:
         """The account every training pod of a team namespace runs as (the runtimes name it), carrying the
-        cluster's workload identity for the team bucket where there is one."""
+        cluster's workload identity for the team bucket where there is one, and `pull` Secrets."""
         for namespace, ns_resource in sorted(self.team_namespaces.items()):
             identity = cluster.identity(namespace, TEAM_DATA_ACCOUNT)
             meta = metadata(TEAM_DATA_ACCOUNT, namespace)
             if identity is not None and identity.annotations:  # outputs (a client id): beside the metadata helper
                 meta["annotations"] = dict(identity.annotations)
+            # A burst worker's private registries: the kubelet pulls every runtime pod's images with these.
+            pulls = {"imagePullSecrets": [{"name": name} for name in pull]} if pull else {}
             kube_object(f"sa-{namespace}-{TEAM_DATA_ACCOUNT}", "v1", "ServiceAccount", meta,
-                        child_opts(self, self.provider, depends_on=[ns_resource]))
+                        child_opts(self, self.provider, depends_on=[ns_resource]), **pulls)

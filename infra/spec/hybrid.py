@@ -22,17 +22,19 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from .base import Strict
+from .burst_data import Network, WorkerData, link_needs
 from .cluster import CLOUD_OF
 from .errors import SpecError, from_validation_error
 from .keys import PLATFORM_KEY
+from .prerequisites import with_needs
+from .storage import CLOUD_PROFILES
 
 if TYPE_CHECKING:
     from .derive import Platform, TeamFacts
 
 MANAGER, WORKER = "manager", "worker"
-ROLE_KEYS = ("role", "link", "workerLostTimeout")
+ROLE_KEYS = ("role", "link", "workerLostTimeout", "data")
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
-Network = Literal["vpn", "interconnect", "public"]
 
 
 class Link(Strict):
@@ -57,10 +59,12 @@ class Link(Strict):
 class Role(Strict):
     """A cluster's part: `manager` (admits every job; burst queues dispatch to workers) or `worker` (runs what
     the manager dispatches). `workerLostTimeout` (manager): how long a job dispatched to a worker the manager
-    lost contact with stays admitted before it is requeued."""
+    lost contact with stays admitted before it is requeued. `data` (worker): how its dispatched jobs reach their
+    data and images (infra/spec/burst_data.py)."""
 
     role: Literal["manager", "worker"]
     link: Link | None = None
+    data: WorkerData | None = None
     worker_lost_timeout: str = Field(default="30m", alias="workerLostTimeout", pattern=r"^[0-9]+(s|m|h)$")
 
 
@@ -72,6 +76,7 @@ class Member:
     role: str  # manager | worker
     origin: str  # the manager's MultiKueue origin label value: its cluster name
     worker_lost_timeout: str
+    data: WorkerData | None = None  # a worker: where its dispatched jobs' data and images come from
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
                                              "link: {network: vpn|interconnect|public, from: <manager egress CIDR>}")
         if roles[name].role == MANAGER and roles[name].link is not None:
             raise SpecError(f"{where}.link", "the manager is not reached by anyone: declare `link` on workers only")
+        if roles[name].role == MANAGER and roles[name].data is not None:
+            raise SpecError(f"{where}.data", "the manager's jobs use its own storage and registries: declare `data` "
+                                             "on workers only (where dispatched jobs run)")
     managers = [name for name, role in roles.items() if role.role == MANAGER]
     if len(managers) != 1 or len(roles) < 2:
         raise SpecError(f"{PLATFORM_KEY}.clusters", "declare exactly one cluster with role: manager and at least "
@@ -240,8 +248,14 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
         except SpecError as error:
             raise _relocated(error, name, role) from None
         origin = platforms[manager].cluster_name if platforms else platform.cluster_name
-        member = Member(name, role, origin, roles[manager].worker_lost_timeout)
-        platforms[name] = dataclasses.replace(platform, member=member, teams=_queues(platform, name, role, owner, raw))
+        member = Member(name, role, origin, roles[manager].worker_lost_timeout, roles[name].data)
+        prerequisites = platform.prerequisites
+        link = roles[name].link
+        if link is not None:
+            cloud = platform.storage.profile in CLOUD_PROFILES
+            prerequisites = with_needs(prerequisites, *link_needs(name, link, roles[name].data, cloud))
+        platforms[name] = dataclasses.replace(platform, member=member, prerequisites=prerequisites,
+                                              teams=_queues(platform, name, role, owner, raw))
     links = {name: role.link for name, role in roles.items() if role.link is not None}
     for name, link in links.items():
         problem = _link_problem(platforms[name], link)

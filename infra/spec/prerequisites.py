@@ -13,6 +13,8 @@ A need names a capability in a small vocabulary:
 | `workload-identity` | pods reach cloud storage (or the managed Prometheus) with a federated identity, no static key |
 | `crd:<group>` | the CRDs of an API group whose objects the platform declares but does not install |
 | `device:<resource>` | a device plugin advertising an extended resource the pools' pods request |
+| `link:<network>` | a worker of a multi-cluster stack: the path (vpn, interconnect, public) a burst connection takes |
+| `secret:<name>` | a worker: a Secret the site creates in each bursting team namespace (MultiKueue copies none) |
 
 A cloud cluster provides by the mechanisms the cluster layer configures (CLOUD_PROVIDES); an existing cluster
 (on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform provides what
@@ -117,6 +119,9 @@ _FIX_CLOUD = {
 
 
 def fix(kind: str, capability: str) -> str:
+    if capability.startswith("link:"):
+        return ("a worker's only declared private path to the site is its `link`: use that network (or public, "
+                "over https), or change the link")
     if kind == "existing":
         return _FIX_EXISTING.format(capability=capability)
     if kind == "eks" and capability == "autoscaler":
@@ -150,6 +155,21 @@ class Prerequisites:
         return f"needed by {need.who}; nothing provides it on this {self.kind} cluster: {remedy}"
 
 
+def _merged(needs: list[Need]) -> tuple[Need, ...]:
+    """One Need per capability, naming every part that needs it."""
+    who: dict[str, list[str]] = {}
+    for need in needs:
+        if need.who not in who.setdefault(need.capability, []):
+            who[need.capability].append(need.who)
+    return tuple(Need(capability, "; ".join(parts)) for capability, parts in sorted(who.items()))
+
+
+def with_needs(prerequisites: Prerequisites, needs: list[Need], provided: Mapping[str, Provision]) -> Prerequisites:
+    """More needs (a multi-cluster stack's burst), and what provides them."""
+    return Prerequisites(prerequisites.kind, _merged([*prerequisites.needs, *needs]),
+                         {**prerequisites.provided, **provided})
+
+
 def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     """Every capability the platform parts of a PlatformSpec (with its StorageFacts) need from the cluster, one
     Need per capability naming every part that needs it."""
@@ -178,10 +198,7 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     if spec.observability.managed_prometheus:
         kind = spec.cluster.kind if spec.cluster.kind in MANAGED_PROMETHEUS_NEED else ""
         needs.append(Need("workload-identity", MANAGED_PROMETHEUS_NEED[kind]))
-    who: dict[str, list[str]] = {}
-    for need in needs:
-        who.setdefault(need.capability, []).append(need.who)
-    return tuple(Need(capability, "; ".join(parts)) for capability, parts in sorted(who.items()))
+    return _merged(needs)
 
 
 def _eks_installs(spec: Any, capability: str) -> bool:
