@@ -24,10 +24,14 @@ TRAINER_VALUES = CRDS.parent / "upstream-values" / "kubeflow-trainer-2.2.1-value
 
 
 def _manifests(tmp_path: Path, stack: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """The rendered manifests/ tree, walked from disk: namespace folder -> kind -> objects."""
+    """The rendered manifests/ tree, walked from disk: namespace folder -> kind -> objects (the Namespaces and
+    the team namespaces' folders: the charts' CRDs, most of the bytes, are no team's)."""
     write(capture_of(stack), tmp_path)
+    root = tmp_path / "manifests"
+    paths = [*root.glob("_cluster/Namespace-*.yaml"),
+             *(path for _, ns in _team_namespaces(stack) for path in (root / ns).glob("*.yaml"))]
     tree: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for path in sorted((tmp_path / "manifests").rglob("*.yaml")):
+    for path in sorted(paths):
         obj = yaml.load(path.read_text(encoding="utf-8"), Loader=ManifestLoader)
         tree.setdefault(path.parent.name, {}).setdefault(obj["kind"], []).append(obj)
     return tree

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from infra.offline.chartcache import VENDORED, VENDORED_ENV
+from infra.offline.diskcache import CACHE_ENV, cache_dir
 from infra.spec.errors import SpecError
 from infra.spec.versions import CHART_CACHE
 
@@ -25,16 +26,23 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
 
 
-def _render(tree: Path, stack: str, out: Path) -> str | None:
-    """Render with the code in `tree`; returns an error line, or None on success. Charts come from this
-    checkout's vendored archives wherever `tree` is (the base revision's tree lives in a scratch directory)."""
-    result = subprocess.run(
+def _start_render(tree: Path, stack: str, out: Path) -> subprocess.Popen[str]:
+    """Render with the code in `tree`, in its own process. Charts come from this checkout's vendored archives
+    wherever `tree` is (the base revision's tree lives in a scratch directory), and renders share this checkout's
+    cache (content-addressed by inputs and code, so two revisions never read each other's values)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "infra.cli", "render", stack, "--out", str(out)],
-        cwd=tree, capture_output=True, text=True, check=False,
-        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", VENDORED_ENV: str(VENDORED)},
+        cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", VENDORED_ENV: str(VENDORED),
+             CACHE_ENV: str(cache_dir())},
     )
-    if result.returncode != 0:
-        return (result.stderr.strip().splitlines() or ["render failed"])[-1]
+
+
+def _finished(render: subprocess.Popen[str]) -> str | None:
+    """None when the render succeeded, else its last error line."""
+    _, stderr = render.communicate()
+    if render.returncode != 0:
+        return (stderr.strip().splitlines() or ["render failed"])[-1]
     return None
 
 
@@ -69,25 +77,36 @@ def unified(base: dict[str, str], head: dict[str, str]) -> list[str]:
     return lines
 
 
+def _render_base(root: Path, base_ref: str, stack: str, work: Path) -> str | None:
+    """Render `base_ref` from a detached worktree (removed afterwards) into work/base."""
+    tree = work / "base-tree"
+    added = _git(root, "worktree", "add", "--detach", str(tree), base_ref)
+    if added.returncode != 0:
+        raise SpecError("--base", f"cannot check out {base_ref}: {added.stderr.strip()}")
+    # The chart cache is content-addressed (the digest is in the path), so the base revision may share it.
+    (root / CHART_CACHE).mkdir(exist_ok=True)
+    (tree / CHART_CACHE).symlink_to(root / CHART_CACHE, target_is_directory=True)
+    try:
+        return _finished(_start_render(tree, stack, work / "base"))
+    finally:
+        _git(root, "worktree", "remove", "--force", str(tree))
+
+
 def diff_stack(root: Path, stack: str, base_ref: str) -> int:
     if _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
         raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
     with tempfile.TemporaryDirectory(prefix="trainyard-diff-") as scratch:
         work = Path(scratch)
-        head_error = _render(root, stack, work / "head")
+        head = _start_render(root, stack, work / "head")  # both revisions render at once
+        try:
+            base_error = _render_base(root, base_ref, stack, work)
+        except BaseException:
+            head.kill()
+            head.communicate()
+            raise
+        head_error = _finished(head)
         if head_error:
             raise SpecError(stack, f"the work tree does not render: {head_error}")
-        tree = work / "base-tree"
-        added = _git(root, "worktree", "add", "--detach", str(tree), base_ref)
-        if added.returncode != 0:
-            raise SpecError("--base", f"cannot check out {base_ref}: {added.stderr.strip()}")
-        # The cache is content-addressed (the digest is in the path), so the base revision may share it.
-        (root / CHART_CACHE).mkdir(exist_ok=True)
-        (tree / CHART_CACHE).symlink_to(root / CHART_CACHE, target_is_directory=True)
-        try:
-            base_error = _render(tree, stack, work / "base")
-        finally:
-            _git(root, "worktree", "remove", "--force", str(tree))
         if base_error:
             print(f"# {base_ref} does not render {stack} ({base_error}); diffing against nothing")
         lines = unified(rendered_files(work / "base"), rendered_files(work / "head"))

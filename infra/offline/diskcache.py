@@ -22,10 +22,11 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 _MEMORY: dict[str, bytes] = {}
+CACHE_ENV = "TRAINYARD_CACHE"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TRAINYARD_CACHE") or ROOT / ".cache" / "offline")
+    return Path(os.environ.get(CACHE_ENV) or ROOT / ".cache" / "offline")
 
 
 def source_hash(*paths: Path) -> str:

@@ -8,9 +8,9 @@ from decimal import Decimal
 from typing import Any
 
 from . import runtimes
+from .borrowing import DEFAULT_BORROWING_LIMIT
 from .derive import Platform
 from .findings import Finding
-from .queueing import DEFAULT_BORROWING_LIMIT
 
 
 def _amount(resource: str, value: Decimal) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import runtimes
 from .backup import BackupFacts, backup_of
 from .base import parse_quantity
+from .borrowing import whole_pool_problem
 from .cluster import GpuStack
 from .errors import SpecError, rooted
 from .flavors import CPU, MEMORY, Flavor, build_flavor
@@ -24,7 +25,7 @@ from .observability import ObservabilityFacts, derive_observability
 from .platform import PlatformSpec
 from .pools import PoolSpec
 from .prerequisites import Prerequisites, derive_prerequisites
-from .queueing import QueueingFacts, derive_queueing, whole_pool_problem
+from .queueing import QueueingFacts, derive_queueing
 from .storage import TEAM_DATA_ACCOUNT, StorageFacts
 from .teams import TeamSpec, acceptance_namespace
 from .versions import Verdict, verdicts

@@ -5,8 +5,8 @@ shared pool. Components read these facts; nothing downstream recomputes them."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from decimal import ROUND_FLOOR, Decimal
+from dataclasses import dataclass, field
+from decimal import Decimal
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
+from .borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
 
 if TYPE_CHECKING:
     from .derive import Flavor, TeamFacts
@@ -130,7 +131,6 @@ def _borrowing_default(value: int | str) -> int | str:
 
 
 BorrowingDefault = Annotated[int | str, AfterValidator(_borrowing_default)]
-DEFAULT_BORROWING_LIMIT = "queueing.defaultBorrowingLimit"
 
 
 class Queueing(Strict):
@@ -256,14 +256,14 @@ class QueueingFacts:
         return {queue.team: queue for queue in self.queues}
 
     @cached_property
-    def _cohort(self) -> _Cohort:
-        return _Cohort(self.queues, self.shared_pool)
+    def cohort(self) -> Cohort:
+        return Cohort(self.queues, self.shared_pool)
 
     def queue(self, team: str) -> TeamQueue:
         return self._by_team[team]
 
     def lendable(self, flavor: str, resource: str, borrower: str) -> Decimal:
-        return self._cohort.lendable(flavor, resource, self.queue(borrower))
+        return self.cohort.lendable(flavor, resource, self.queue(borrower))
 
     def reach(self, team: str) -> dict[str, Decimal]:
         """The most Kueue can ever admit for a team, per resource, summed over the pools its queue lists."""
@@ -272,51 +272,6 @@ class QueueingFacts:
             for resource, amount in entry.reach.items():
                 total[resource] = total.get(resource, Decimal(0)) + amount
         return total
-
-
-def _lends(entry: QueueFlavor, resource: str) -> Decimal:
-    """What one queue entry offers the cohort: its lending limit, else all of its nominal quota."""
-    limit = entry.lending.get(resource)
-    return limit if limit is not None else entry.nominal.get(resource, Decimal(0))
-
-
-class _Cohort:
-    """Sums over every queue of the cohort per (flavor, resource), computed once each, so that asking for every
-    team stays linear in the number of teams (a platform may hold a thousand)."""
-
-    def __init__(self, queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]]) -> None:
-        self._shared_pool = shared_pool
-        self._entries: dict[str, list[QueueFlavor]] = {}
-        self._teams: dict[str, dict[str, None]] = {}
-        for queue in queues:
-            for entry in queue.flavors:
-                self._entries.setdefault(entry.flavor, []).append(entry)
-                self._teams.setdefault(entry.flavor, {})[queue.team] = None
-        self._lent: dict[tuple[str, str], Decimal] = {}
-        self._nominal: dict[tuple[str, str], Decimal] = {}
-
-    def _shared(self, flavor: str, resource: str) -> Decimal:
-        return self._shared_pool.get(flavor, {}).get(resource, Decimal(0))
-
-    def lendable(self, flavor: str, resource: str, borrower: TeamQueue) -> Decimal:
-        """What the cohort can lend `borrower` on a flavor: the other queues' lendable quota plus the shared pool."""
-        key = (flavor, resource)
-        if key not in self._lent:
-            self._lent[key] = sum((_lends(e, resource) for e in self._entries.get(flavor, ())), Decimal(0))
-        own = sum((_lends(e, resource) for e in borrower.flavors if e.flavor == flavor), Decimal(0))
-        return self._shared(flavor, resource) + self._lent[key] - own
-
-    def capacity(self, flavor: str, resource: str) -> Decimal:
-        """Every queue's nominal quota on the flavor plus the shared pool: the pool's whole capacity."""
-        key = (flavor, resource)
-        if key not in self._nominal:
-            self._nominal[key] = sum((e.nominal.get(resource, Decimal(0)) for e in self._entries.get(flavor, ())),
-                                     Decimal(0))
-        return self._shared(flavor, resource) + self._nominal[key]
-
-    def others(self, flavor: str, team: str) -> list[str]:
-        """The other teams whose queues list the flavor."""
-        return [other for other in self._teams.get(flavor, ()) if other != team]
 
 
 def flavor_order(flavors: Sequence[Flavor]) -> tuple[str, ...]:
@@ -348,7 +303,7 @@ def _declared_limit(team: str, spec: TeamSpec, pool: str) -> tuple[Decimal | Non
 
 def _queue(team: TeamFacts, spec: TeamSpec, queueing: Queueing, flavors: Mapping[str, Flavor],
            order: Sequence[str], covered_all: Sequence[str]) -> TeamQueue:
-    """The team's entries with its declared borrowing limits only (None: the default, resolved by _bounded)."""
+    """The team's entries with its declared borrowing limits only (None: the default, resolved by borrowing.bounded)."""
     listed = [name for name in order if name in team.quota or queueing.borrow_any_pool]
     covered = tuple(r for r in covered_all if any(r in flavors[name].capacity for name in listed))
     entries = []
@@ -364,38 +319,6 @@ def _queue(team: TeamFacts, spec: TeamSpec, queueing: Queueing, flavors: Mapping
     return TeamQueue(team.name, covered, tuple(entries), MappingProxyType(preemption.as_kueue()))
 
 
-def default_limit(setting: int | str, lendable: Decimal) -> Decimal:
-    """`queueing.defaultBorrowingLimit` for one entry: GPUs as given, or the percentage of what it can borrow."""
-    if isinstance(setting, int):
-        return Decimal(setting)
-    return (lendable * int(setting[:-1]) / 100).to_integral_value(rounding=ROUND_FLOOR)
-
-
-def _bounded(queues: Sequence[TeamQueue], shared_pool: Mapping[str, Mapping[str, Decimal]],
-             setting: int | str) -> tuple[TeamQueue, ...]:
-    """Every GPU entry with a borrowing limit (the declared one, else the default) and its reach. Lendable
-    amounts depend on the others' nominal and lending limits only, never on borrowing, so one pass suffices."""
-    cohort = _Cohort(queues, shared_pool)
-    bounded = []
-    for queue in queues:
-        entries = []
-        for entry in queue.flavors:
-            borrowing: dict[str, Decimal | None] = {}
-            reach: dict[str, Decimal] = {}
-            for resource in queue.covered:
-                lendable = cohort.lendable(entry.flavor, resource, queue)
-                limit = entry.borrowing.get(resource)
-                if resource in entry.borrowing and limit is None:
-                    limit = default_limit(setting, lendable)
-                if resource in entry.borrowing:
-                    borrowing[resource] = limit
-                borrowed = lendable if limit is None else min(limit, lendable)
-                reach[resource] = entry.nominal.get(resource, Decimal(0)) + borrowed
-            entries.append(replace(entry, borrowing=MappingProxyType(borrowing), reach=MappingProxyType(reach)))
-        bounded.append(replace(queue, flavors=tuple(entries)))
-    return tuple(bounded)
-
-
 def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Mapping[str, TeamSpec],
                     flavors: Sequence[Flavor], team_facts: Sequence[TeamFacts], covered: Sequence[str],
                     shared_pool: Mapping[str, Mapping[str, Decimal]]) -> QueueingFacts:
@@ -409,40 +332,8 @@ def derive_queueing(queueing: Queueing, pools: Mapping[str, PoolSpec], teams: Ma
         priorities=MappingProxyType(dict(queueing.priorities)),
         flavor_order=order,
         topologies=_topologies(flavors),
-        queues=_bounded([_queue(t, teams[t.name], queueing, by_name, order, covered) for t in team_facts],
+        queues=bounded([_queue(t, teams[t.name], queueing, by_name, order, covered) for t in team_facts],
                         shared_pool, queueing.default_borrowing_limit),
         shared_pool=shared_pool,
         exclude_resource_prefixes=tuple(dict.fromkeys(prefixes)),
     )
-
-
-def whole_pool_problem(facts: QueueingFacts, setting: int | str) -> str | None:
-    """A team must not reach, through Kueue, every GPU of a pool that other teams queue for too: its namespace
-    ceiling would be the whole pool. A pool only one queue lists is that team's alone (Kueue lends a flavor
-    only to queues that list it), so nobody else loses anything there."""
-    cohort = facts._cohort
-    for queue in facts.queues:
-        for entry in queue.flavors:
-            others = cohort.others(entry.flavor, queue.team)
-            for resource, limit in entry.borrowing.items():
-                total = cohort.capacity(entry.flavor, resource)
-                if not others or total == 0 or entry.reach[resource] < total:
-                    continue
-                nominal = entry.nominal.get(resource, Decimal(0))
-                borrowed = entry.reach[resource] - nominal
-                where = (f"lets team {queue.team} reach all {total} {resource} of pool {entry.flavor} ({nominal} "
-                         f"guaranteed + {borrowed} borrowed), which team(s) {', '.join(others)} queue for too")
-                if nominal >= total:
-                    return (f"teams.{queue.team}.quota.{entry.flavor}: {nominal} {where}: lower the quota so the "
-                            "others can run there, or take the pool out of their quotas")
-                bound = total - nominal - 1
-                shown: object = limit
-                if entry.limit_from == DEFAULT_BORROWING_LIMIT:
-                    shown, fix = setting, (f"use a percentage below 100% or fewer GPUs, or give team {queue.team} "
-                                           f"a borrowingLimit of at most {bound}")
-                elif entry.limit_from == f"teams.{queue.team}.borrowingLimit":
-                    fix = f"set it to at most {bound}, or give quota.{entry.flavor} its own borrowingLimit"
-                else:
-                    fix = f"set it to at most {bound}"
-                return f"{entry.limit_from}: {shown} {where}: {fix}"
-    return None
