@@ -6,6 +6,7 @@ import filecmp
 import functools
 import importlib
 import inspect
+import json
 from pathlib import Path
 
 import pulumi
@@ -13,12 +14,12 @@ import pytest
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
-from infra.offline.plan import objects, render_plan_json, write
+from infra.offline.plan import objects, plan_document, render_plan_json, write
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
 
-from .conftest import STACKS, capture_of, kube_objects, platform_of, stack_file
+from .conftest import ALL_STACKS, STACKS, capture_of, kube_objects, platform_of, stack_file
 
 
 def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:
@@ -200,3 +201,19 @@ def test_objects_register_under_the_types_pulumi_kubernetes_uses() -> None:
             checked += 1
     assert checked > 50
 
+
+
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_plan_json_has_the_layout_of_the_standard_library_encoder(stack: str) -> None:
+    """Same bytes as json.dumps(indent=2, sort_keys=True, ensure_ascii=False) on every stack (the plans hold no
+    float, the one kind the two encoders spell differently: 1e16 against 1e+16)."""
+    capture = capture_of(stack)
+    expected = json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert render_plan_json(capture) == expected
+
+
+def test_plan_json_keeps_unicode_escapes_and_empty_containers_as_the_standard_library_does() -> None:
+    capture = engine.Capture("s", "p", (), {"text": "ü\n\t\u2028\x7f\"\\", "empty": {}, "none": [], "n": None,
+                                             "flag": True, "big": 2**62, "neg": -3, "é": 1, "Z": 2}, ())
+    expected = json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    assert render_plan_json(capture) == expected

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.offline.diskcache import cache_dir
 from infra.spec.load import stack_names
 
 from .conftest import ROOT, platform_of
@@ -164,3 +165,10 @@ def test_no_workflow_passes_long_lived_cloud_keys() -> None:
         text = path.read_text(encoding="utf-8")
         for stale in ("GOOGLE_CREDENTIALS", "AWS_SECRET_ACCESS_KEY", "ARM_CLIENT_SECRET", "secrets.AWS_ROLE_ARN"):
             assert stale not in text, (path.name, stale)
+
+
+def test_the_offline_gate_restores_the_render_cache_where_the_program_keeps_it() -> None:
+    steps = _workflows()["pull-request"]["jobs"]["offline"]["steps"]
+    cache = _index(steps, lambda s: _uses(s) == "actions/cache")
+    assert cache < _index(steps, _runs("make test"))
+    assert ROOT / steps[cache]["with"]["path"] == cache_dir() and "infra/**/*.py" in steps[cache]["with"]["key"]

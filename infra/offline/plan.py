@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from .charts import HOOK, Rendered
@@ -63,7 +63,9 @@ def manifest_path(obj: dict[str, Any]) -> str:
 
 
 def render_plan_json(capture: Capture) -> str:
-    return json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """plan.json: sorted keys, two-space indent, UTF-8 as is (the layout of json.dumps(indent=2, sort_keys=True,
+    ensure_ascii=False)), encoded by orjson: Python's indenting encoder took a quarter of a 1000-team render."""
+    return orjson.dumps(plan_document(capture), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n"
 
 
 def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = None) -> int:
