@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,10 +79,14 @@ def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = 
     (out / "plan.json").write_text(render_plan_json(capture), encoding="utf-8")
     count = 0
     parts = clusters or {"": capture}
+    folders: set[str] = set()  # plain strings and one makedirs per folder: a large platform writes ~30 000 files
     for folder, obj in ((name, obj) for name, part in parts.items() for _, obj in objects(part)):
-        path = manifests / folder / manifest_path(obj)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False),
-                        encoding="utf-8")
+        path = os.path.join(manifests, folder, manifest_path(obj))
+        directory = os.path.dirname(path)
+        if directory not in folders:
+            os.makedirs(directory, exist_ok=True)
+            folders.add(directory)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False))
         count += 1
     return count
