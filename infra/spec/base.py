@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from decimal import Decimal
 from typing import Annotated
@@ -45,6 +46,15 @@ DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Labels = dict[LabelKey, LabelValue]
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value))
+    except ValueError:
+        raise ValueError(f"'{value}' is not a network in CIDR form with its host bits zero "
+                         "(examples: 10.20.0.0/16, 198.51.100.10/32)") from None
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 

@@ -13,7 +13,6 @@ lists the registries its nodes pull from, with the pull Secret of a private one.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, field_validator
 
-from .base import Strict
+from .base import Cidr, Strict
 from .policy import RegistryPrefix
 from .prerequisites import Need, Provision
 from .storage import TEAM_DATA_ACCOUNT, Bucket
@@ -48,14 +47,6 @@ def _secret_name(value: str) -> str:
 SecretName = Annotated[str, AfterValidator(_secret_name)]
 
 
-def _cidr(value: str) -> str:
-    try:
-        return str(ipaddress.IPv4Network(value))
-    except ValueError:
-        raise ValueError(f"'{value}' is not an IPv4 network in CIDR form with its host bits zero "
-                         "(e.g. 198.51.100.10/32)") from None
-
-
 class ManagerStore(Strict):
     """The manager's object store as the worker's pods reach it: `endpoint` (the S3 API, published for the
     worker), `network` (the path: vpn, interconnect, or public, which needs https), `cidr` (the endpoint's
@@ -64,7 +55,7 @@ class ManagerStore(Strict):
 
     endpoint: str
     network: Network
-    cidr: Annotated[str, AfterValidator(_cidr)]
+    cidr: Cidr
     secret_name: SecretName = Field(alias="secretName")
 
     @field_validator("endpoint")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import DnsLabel, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
+from .base import Cidr, DnsLabel, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
 from .namespaces import reserved_problem
 from .queueing import Preemption
 
@@ -85,21 +84,13 @@ class PodSecurity(Strict):
         return self
 
 
-def _network(value: str) -> str:
-    try:
-        return str(ipaddress.ip_network(value))
-    except ValueError:
-        raise ValueError(f"'{value}' is not a CIDR with its host bits zero "
-                         "(examples: 10.20.0.0/16, 0.0.0.0/0)") from None
-
-
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class Destination(Strict):
     """Addresses outside the cluster that a team's pods may reach, e.g. the object store's endpoint."""
 
-    cidr: Annotated[str, AfterValidator(_network)]
+    cidr: Cidr
     ports: list[Port] = Field(default_factory=lambda: [443], min_length=1)
 
 
