@@ -35,10 +35,9 @@ def location_findings(name: str, data: WorkerData, manager: Platform, worker: Pl
     """Each kind of data is in a bucket the worker reaches with declared credentials, not in a volume."""
     where = f"clusters.{name}.data"
     teams = [team.name for team in worker.teams]
-    store = data.manager
+    store = data.read_store
     problems: list[tuple[str, str]] = []  # (field, message)
-    if "manager" in (data.datasets, data.checkpoints) and store is not None and store.network == "public" \
-            and not store.endpoint.startswith("https://"):
+    if store is not None and store.network == "public" and not store.endpoint.startswith("https://"):
         problems.append((f"{where}.manager.endpoint", f"{store.endpoint} is read over the public network without "
                                                      "TLS: publish it at an https endpoint, or reach it over the link"))
     for kind in KINDS:
@@ -48,7 +47,7 @@ def location_findings(name: str, data: WorkerData, manager: Platform, worker: Pl
                              "volume, which MultiKueue does not copy: the worker's volume of that name is another, "
                              "empty one. Set it to manager (the team's bucket there, over the link) or worker (the "
                              f"team's bucket on {name})"))
-        elif location == "manager" and store is None:
+        elif location == "manager" and data.manager is None:
             problems.append((f"{where}.{kind}", "the manager's object store, but the worker declares no path or "
                              f"credentials for it: add {where}.manager {{endpoint, network, cidr, secretName}}"))
         else:
@@ -71,15 +70,17 @@ def _opens(policy: dict[str, Any], store: ManagerStore) -> bool:
     spec = policy.get("spec", {})
     if spec.get("podSelector") not in ({}, None) or "Egress" not in spec.get("policyTypes", []):
         return False
-    wanted = ipaddress.IPv4Network(store.cidr)
+    wanted = ipaddress.ip_network(store.cidr)
     for rule in spec.get("egress", []):
         ports = rule.get("ports") or [{"port": store.port}]
         if not any(p.get("port") == store.port and p.get("protocol", "TCP") == "TCP" for p in ports):
             continue
         for peer in rule.get("to", []):
             block = peer.get("ipBlock", {})
-            if block.get("cidr") and not block.get("except") and \
-                    wanted.subnet_of(ipaddress.IPv4Network(block["cidr"])):
+            if not block.get("cidr") or block.get("except"):
+                continue
+            network = ipaddress.ip_network(block["cidr"])
+            if network.version == wanted.version and wanted.subnet_of(network):  # type: ignore[arg-type]
                 return True
     return False
 
@@ -139,7 +140,7 @@ def data_findings(platform: Platform, parts: dict[str, list[dict[str, Any]]]) ->
                                     "and registries (docs/hybrid.md)"))
             continue
         findings += location_findings(name, data, platform, worker)
-        if data.manager is not None and "manager" in (data.datasets, data.checkpoints):
-            findings += egress_findings(name, data.manager, worker, parts[name])
+        if data.read_store is not None:
+            findings += egress_findings(name, data.read_store, worker, parts[name])
         findings += registry_findings(name, data, worker, parts[name])
     return findings

@@ -32,7 +32,7 @@ class BurstData(pulumi.ComponentResource):
         super().__init__("trainyard:platform:BurstData", name, None, opts)
         assert worker.member is not None and worker.member.data is not None
         data = worker.member.data
-        store = data.manager if "manager" in (data.datasets, data.checkpoints) else None
+        store = data.read_store
         for team in worker.teams:
             env = data_env(data, team.name, manager, worker)
             for namespace in team.namespaces:

@@ -54,6 +54,15 @@ def _cidr(value: str) -> str:
                          "(examples: 10.20.0.0/16, 198.51.100.10/32)") from None
 
 
+def ipv4_cidr(value: str) -> str:
+    """A cloud network range (VPCs, subnets, the sources allowed to an API server): IPv4 in CIDR form."""
+    try:
+        ipaddress.IPv4Network(value)
+    except ValueError:
+        raise ValueError(f"'{value}' is not an IPv4 network in CIDR form (e.g. 10.0.0.0/16)") from None
+    return value
+
+
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]

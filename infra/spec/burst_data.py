@@ -101,6 +101,11 @@ class WorkerData(Strict):
             raise ValueError(f"'{twice[0]}' is listed twice: one entry per registry prefix")
         return registries
 
+    @property
+    def read_store(self) -> ManagerStore | None:
+        """The manager's object store when datasets or checkpoints are read there (None when neither is)."""
+        return self.manager if "manager" in (self.datasets, self.checkpoints) else None
+
 
 @dataclass(frozen=True)
 class Place:
@@ -162,7 +167,7 @@ def link_needs(worker: str, link: Link, data: WorkerData | None,
                                           f"from {link.source})")]
     provided = {f"link:{link.network}": Provision("site", f"declared in {where}.link"),
                 "link:public": Provision("cluster", "the worker's internet egress")}
-    store = data.manager if data and "manager" in (data.datasets, data.checkpoints) else None
+    store = data.read_store if data else None
     if store is not None:
         needs.append(Need(f"link:{store.network}", f"burst data ({where}.data.manager: {store.endpoint})"))
         needs.append(Need(f"secret:{store.secret_name}", f"burst data ({where}.data.manager.secretName: the keys "

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from .base import DnsLabel, PositiveInt, Strict
+from .base import DnsLabel, PositiveInt, Strict, ipv4_cidr
 from .catalog import gpu_model
 from .cloud_catalog import Cloud, machine
 from .pools import PoolSpec
@@ -29,14 +29,6 @@ def _exactly_one(model: BaseModel, what: str) -> None:
     chosen = [name for name, value in model if value is not None]
     if len(chosen) != 1:
         raise ValueError(f"set exactly one {what}: {', '.join(type(model).model_fields)}")
-
-
-def _cidr(value: str) -> str:
-    try:
-        ipaddress.IPv4Network(value)
-    except ValueError:
-        raise ValueError(f"'{value}' is not an IPv4 network in CIDR form (e.g. 10.0.0.0/16)") from None
-    return value
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ class Endpoint(Strict):
     @classmethod
     def _networks(cls, cidrs: list[str]) -> list[str]:
         for cidr in cidrs:
-            _cidr(cidr)
+            ipv4_cidr(cidr)
             if ipaddress.IPv4Network(cidr).prefixlen == 0:
                 raise ValueError(f"'{cidr}' opens the API server to the whole internet: name your networks")
         if len(set(cidrs)) != len(cidrs):
@@ -162,7 +154,7 @@ class AwsNewNetwork(Strict):
     cidr: str = Field(default="10.0.0.0/16")
     zones: list[str] = Field(min_length=2)
 
-    valid_cidr = field_validator("cidr")(_cidr)
+    valid_cidr = field_validator("cidr")(ipv4_cidr)
 
     @model_validator(mode="after")
     def _room(self) -> AwsNewNetwork:
@@ -212,7 +204,7 @@ class GcpNewNetwork(Strict):
     pods: str = "10.4.0.0/14"
     services: str = "10.8.0.0/20"
 
-    valid_cidrs = field_validator("nodes", "pods", "services")(_cidr)
+    valid_cidrs = field_validator("nodes", "pods", "services")(ipv4_cidr)
 
     @model_validator(mode="after")
     def _disjoint(self) -> GcpNewNetwork:
@@ -245,7 +237,7 @@ class AzureNewNetwork(Strict):
 
     cidr: str = "10.20.0.0/16"
 
-    valid_cidr = field_validator("cidr")(_cidr)
+    valid_cidr = field_validator("cidr")(ipv4_cidr)
 
     @model_validator(mode="after")
     def _clear_of_services(self) -> AzureNewNetwork:

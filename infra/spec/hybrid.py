@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from .base import Strict
+from .base import Strict, ipv4_cidr
 from .burst_data import Network, WorkerData, link_needs
 from .cluster import CLOUD_OF
 from .errors import SpecError, from_validation_error
@@ -46,14 +46,7 @@ class Link(Strict):
     network: Network
     source: str = Field(alias="from")
 
-    @field_validator("source")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        try:
-            ipaddress.IPv4Network(value)
-        except ValueError:
-            raise ValueError(f"'{value}' is not an IPv4 network in CIDR form (e.g. 192.0.2.0/28)") from None
-        return value
+    valid_source = field_validator("source")(ipv4_cidr)
 
 
 class Role(Strict):
