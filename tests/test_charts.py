@@ -70,6 +70,26 @@ def test_a_tampered_archive_is_refused_and_not_cached(tmp_path: Path) -> None:
     assert placed == tmp_path / chart.path and content_digest(placed) == chart.digest
 
 
+@needs_vendored
+def test_two_writers_placing_one_chart_at_once_both_succeed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trainyard diff` renders two revisions at once on one cache: a second writer that places the same chart while
+    the first is between copying and renaming must leave both with the verified archive."""
+    chart = Versions().jobset_chart()
+    rename = Path.replace
+    renames: list[Path] = []
+
+    def other_writer_first(self: Path, target: Path) -> Path:  # type: ignore[override]
+        renames.append(target)
+        if len(renames) == 1:
+            ensure(chart, root=tmp_path, vendored=VENDORED)
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "replace", other_writer_first)
+    placed = ensure(chart, root=tmp_path, vendored=VENDORED)
+    assert renames == [placed, placed] and content_digest(placed) == chart.digest
+    assert [p.name for p in placed.parent.iterdir()] == [placed.name]
+
+
 def test_missing_archive_or_digest_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ChartCacheError, match="run scripts/fetch-charts"):
         ensure(Versions().kueue_chart(), root=tmp_path, vendored=tmp_path)

@@ -53,9 +53,12 @@ def place(chart: Chart, source: Path, root: Path = ROOT) -> Path:
         return target
     _verified(source, chart)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_suffix(".partial")
-    shutil.copyfile(source, staging)
-    staging.replace(target)
+    # A name of its own per writer: two renders placing the same chart at once (`trainyard diff` renders both
+    # revisions together) must not rename each other's copy away.
+    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".partial", delete=False) as staging, \
+            source.open("rb") as archive:
+        shutil.copyfileobj(archive, staging)
+    Path(staging.name).replace(target)
     return target
 
 
