@@ -2,6 +2,9 @@
 # `make plan` and `make test` install uv (into .tools/) and the locked environment (.venv/) themselves.
 
 PYTHON ?= python3
+# Python keeps compiled modules (.venv, __pycache__/) even where the environment says not to: without them every
+# process of the test suite compiles the cloud providers' SDKs again (an AWS stack's plan: 8.3 s -> 4.5 s of CPU).
+unexport PYTHONDONTWRITEBYTECODE
 UV_VERSION := 0.13.8
 UV := .tools/bin/uv
 VENV := .venv

@@ -60,6 +60,9 @@ def meta(props: Mapping[str, Any]) -> tuple[str, str, Mapping[str, Any]]:
             labels if is_map(labels) else {})
 
 
+SCALARS = (str, bytes, int, float, type(None))  # leaves: no image below them, not worth a call
+
+
 def images(value: Any) -> Iterator[str]:
     """Every container image reference in an object or in chart values ({repository, tag} pairs too), except
     under a component switched off (`enabled: false`), which deploys none."""
@@ -78,11 +81,13 @@ def images(value: Any) -> Iterator[str]:
             registry = value.get("registry")
             prefix = f"{registry}/" if isinstance(registry, str) and registry else ""
             yield f"{prefix}{repository}:{tag or ''}"
-        for key in value:
-            yield from images(value[key])
+        for item in value.values():
+            if not isinstance(item, SCALARS):
+                yield from images(item)
     elif is_list(value):
         for item in value:
-            yield from images(item)
+            if not isinstance(item, SCALARS):
+                yield from images(item)
 
 
 CHART_COMPONENTS = ("kueue", "kubeflow-trainer", "jobset")

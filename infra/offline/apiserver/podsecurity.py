@@ -31,6 +31,7 @@ CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 TEMPLATE_PATHS = {"Deployment": ("spec", "template"), "StatefulSet": ("spec", "template"),
                   "DaemonSet": ("spec", "template"), "ReplicaSet": ("spec", "template"), "Job": ("spec", "template"),
                   "CronJob": ("spec", "jobTemplate", "spec", "template")}
+POD_KINDS = frozenset({"Pod", "JobSet", "TrainJob", *TEMPLATE_PATHS})  # the kinds pod_templates reads pods from
 
 
 def pod_templates(obj: dict[str, Any], cluster: ClusterState) -> list[tuple[str, dict[str, Any]]]:
@@ -150,6 +151,8 @@ def _without_nulls(value: Any) -> Any:
 
 
 def review(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+    if str(obj.get("kind")) not in POD_KINDS:  # nothing to judge: not worth copying (a CRD is megabytes)
+        return []
     obj = _without_nulls(obj)
     namespace = str(obj.get("metadata", {}).get("namespace", ""))
     level = level_of(namespace, cluster) if namespace else "privileged"
