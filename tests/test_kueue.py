@@ -48,6 +48,17 @@ def test_priority_classes_are_top_level_objects_the_crd_accepts(crds_dir: Path) 
     assert all(check_custom(c, index) == [] for c in classes.values())
 
 
+@pytest.mark.parametrize(("kind", "problems"), [("MultiKueueConfig", 0), ("Multi_Kueue_Config", 1)])
+def test_a_go_inline_flag_pattern_is_checked_as_go_checks_it(crds_dir: Path, kind: str, problems: int) -> None:
+    """AdmissionCheck's parameters.kind pattern starts `^(?i)`, which Python's re refuses where Go's takes it:
+    capitals pass (the flag), an underscore does not (the pattern)."""
+    check = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "burst"},
+             "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                      "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": kind, "name": "burst"}}}
+    found = check_custom(check, CrdIndex(crds_dir, {"kueue": "kueue/v0.19"}))
+    assert len(found) == problems and all(p.startswith("spec.parameters.kind: ") for p in found), found
+
+
 def test_priorities_are_configurable_and_must_differ() -> None:
     raw = raw_platform("onprem-lab")
     raw["queueing"]["priorities"] = {"urgent": 2000, "batch": {"value": 10, "description": "overnight"}}

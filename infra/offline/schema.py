@@ -73,8 +73,10 @@ def _archive_crds(archive: Path) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+@functools.lru_cache(maxsize=64)
 def _parsed(*texts: str) -> list[dict[str, Any]]:
-    """The CRDs in YAML texts, parsed once per content (diskcache)."""
+    """The CRDs in YAML texts, parsed once per content (diskcache) and kept for this process: read, never changed
+    (CrdIndex converts a schema into a new one)."""
     def parse() -> list[dict[str, Any]]:
         return [crd for text in texts for crd in yaml.load_all(text, Loader=ManifestLoader)
                 if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition"]
@@ -87,7 +89,8 @@ class CrdIndex:
     root), then completed by the CRDs the stack's charts install, for kinds the directories do not define."""
 
     def __init__(self, root: Path | None, dirs: dict[str, str], installed: Sequence[dict[str, Any]] = ()) -> None:
-        self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}  # as the CRDs have them
+        self._python: dict[tuple[str, str, str], dict[str, Any]] = {}  # patterns for Python, on first lookup
         self.missing: list[str] = []
         self.from_dirs = root is not None
         self._unparsed: dict[str, str] = {}  # kind -> CRD text from chart archives
@@ -113,14 +116,20 @@ class CrdIndex:
             key = (spec["group"], version["name"], spec["names"]["kind"])
             schema = version.get("schema", {}).get("openAPIV3Schema")
             if version.get("served", True) and schema is not None and (replace or key not in self.schemas):
-                self.schemas[key] = _python_patterns(schema)
+                self.schemas[key] = schema
+                self._python.pop(key, None)
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
+        """The served version's schema, its patterns made Python's (converted for the kinds checked only: the
+        pinned directories hold a hundred CRDs, a stack uses a few)."""
         group, _, version = api_version.rpartition("/")
         if kind in self._unparsed:
             for crd in _parsed(self._unparsed.pop(kind)):
                 self._add(crd)
-        return self.schemas.get((group, version, kind))
+        key = (group, version, kind)
+        if key not in self._python and key in self.schemas:
+            self._python[key] = _python_patterns(self.schemas[key])
+        return self._python.get(key)
 
 
 def _python_patterns(schema: Any) -> Any:
