@@ -15,8 +15,7 @@ from pathlib import Path
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
 from infra.offline.checks import run_checks
-from infra.offline.clusters import split
-from infra.offline.plan import write
+from infra.offline.plan import render_stack
 from infra.offline.report import summary
 from infra.offline.schema import default_crds_dir
 from infra.spec import Finding, Platform, SpecError, load_file, stack_path
@@ -67,8 +66,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise SpecError("--out", f"{out} is a file: give a directory (created when missing) for plan.json and "
                                  "manifests/")
-    capture = _run(path, platform)
-    count = write(capture, out, {name: part for name, (_, part) in split(platform, capture).items() if name} or None)
+    capture, count = render_stack(path, platform, out)
     print(f"rendered {len(capture.resources)} resources ({count} Kubernetes objects) to {out}")
     return CLEAN
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.offline.diff import diff_stack
+from infra.spec import SpecError
 
 from .conftest import ROOT
 
@@ -36,3 +37,14 @@ def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFi
 def test_an_unchanged_tree_has_no_diff(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert diff_stack(clone, "local", "HEAD") == 0
     assert "0 file(s) differ" in capsys.readouterr().out
+
+
+def test_a_work_tree_that_does_not_load_stops_the_diff_naming_the_field(clone: Path) -> None:
+    stack = clone / "stacks" / "Pulumi.local.yaml"
+    text = stack.read_text(encoding="utf-8")
+    assert "    storage: {profile: nfs" in text
+    stack.write_text(text.replace("    storage: {profile: nfs", "    storag: {profile: nfs", 1), encoding="utf-8")
+    with pytest.raises(SpecError, match=r"storag\b.*storage"):
+        diff_stack(clone, "local", "HEAD")
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=clone, capture_output=True, text=True, check=True)
+    assert len(worktrees.stdout.splitlines()) == 1, worktrees.stdout  # the base revision's tree is removed

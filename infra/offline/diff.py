@@ -1,7 +1,8 @@
 """`trainyard diff`: what a pull request changes in the rendered platform.
 
-Renders the stack from the work tree and from GITREF (a detached git worktree, rendered with that
-revision's own code) and prints a unified diff of the manifests and of every chart's inputs.
+Renders the stack from the work tree (with the code that runs) and from GITREF (a detached git worktree, rendered
+with that revision's own code in a process of its own, meanwhile) and prints a unified diff of the manifests and of
+every chart's inputs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import yaml
 
 from infra.offline.chartcache import VENDORED, VENDORED_ENV
 from infra.offline.diskcache import CACHE_ENV, cache_dir
+from infra.offline.plan import render_stack
+from infra.spec import load_file, stack_path
 from infra.spec.errors import SpecError
 from infra.spec.versions import CHART_CACHE
 
@@ -77,19 +80,24 @@ def unified(base: dict[str, str], head: dict[str, str]) -> list[str]:
     return lines
 
 
-def _render_base(root: Path, base_ref: str, stack: str, work: Path) -> str | None:
-    """Render `base_ref` from a detached worktree (removed afterwards) into work/base."""
+def _worktree(root: Path, base_ref: str, work: Path) -> Path:
+    """`base_ref` checked out detached in the scratch directory, sharing this checkout's chart cache (content-
+    addressed: the digest is in the path)."""
     tree = work / "base-tree"
     added = _git(root, "worktree", "add", "--detach", str(tree), base_ref)
     if added.returncode != 0:
         raise SpecError("--base", f"cannot check out {base_ref}: {added.stderr.strip()}")
-    # The chart cache is content-addressed (the digest is in the path), so the base revision may share it.
     (root / CHART_CACHE).mkdir(exist_ok=True)
     (tree / CHART_CACHE).symlink_to(root / CHART_CACHE, target_is_directory=True)
-    try:
-        return _finished(_start_render(tree, stack, work / "base"))
-    finally:
-        _git(root, "worktree", "remove", "--force", str(tree))
+    return tree
+
+
+def _render_work_tree(root: Path, stack: str, out: Path) -> None:
+    """The work tree's stack, rendered here: the code that runs is the work tree's. A stack that does not load or
+    render stops the diff with its own error (exit 2, naming the field)."""
+    path = stack_path(stack, root)
+    path = path if path.is_absolute() else root / path
+    render_stack(path, load_file(path), out)
 
 
 def diff_stack(root: Path, stack: str, base_ref: str) -> int:
@@ -97,16 +105,18 @@ def diff_stack(root: Path, stack: str, base_ref: str) -> int:
         raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
     with tempfile.TemporaryDirectory(prefix="trainyard-diff-") as scratch:
         work = Path(scratch)
-        head = _start_render(root, stack, work / "head")  # both revisions render at once
+        tree = _worktree(root, base_ref, work)
         try:
-            base_error = _render_base(root, base_ref, stack, work)
-        except BaseException:
-            head.kill()
-            head.communicate()
-            raise
-        head_error = _finished(head)
-        if head_error:
-            raise SpecError(stack, f"the work tree does not render: {head_error}")
+            base = _start_render(tree, stack, work / "base")
+            try:
+                _render_work_tree(root, stack, work / "head")
+            except BaseException:
+                base.kill()
+                base.communicate()
+                raise
+            base_error = _finished(base)
+        finally:
+            _git(root, "worktree", "remove", "--force", str(tree))
         if base_error:
             print(f"# {base_ref} does not render {stack} ({base_error}); diffing against nothing")
         lines = unified(rendered_files(work / "base"), rendered_files(work / "head"))

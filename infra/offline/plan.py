@@ -11,7 +11,12 @@ from typing import Any
 import orjson
 import yaml
 
+from infra.spec import Platform
+from infra.spec.load import read_stack_config
+
+from . import engine
 from .charts import HOOK, Rendered
+from .clusters import split
 from .engine import Capture, Registration
 
 KUBERNETES = "kubernetes:"
@@ -90,3 +95,11 @@ def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = 
             handle.write(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False))
         count += 1
     return count
+
+
+def render_stack(path: Path, platform: Platform, out: Path) -> tuple[Capture, int]:
+    """Run a stack file's program and write its plan.json and manifests/ (a folder per cluster in a stack of
+    several): the run and the number of Kubernetes objects written."""
+    capture = engine.run(platform.stack, read_stack_config(path))
+    clusters = {name: part for name, (_, part) in split(platform, capture).items() if name}
+    return capture, write(capture, out, clusters or None)
