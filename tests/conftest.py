@@ -29,6 +29,7 @@ STACKS = [s for s in ALL_STACKS if "clusters" not in read_stack_config(ROOT / "s
 # The upstream CRDs: $TRAINYARD_CRDS (CI fetches them there with `make crds`), else ../shared/crds.
 CRDS = Path(os.environ.get("TRAINYARD_CRDS") or ROOT.parent / "shared" / "crds")
 RUNS_ENV = "TRAINYARD_TEST_RUNS"
+ENGINE_RUN = engine.run  # the engine itself, whichever test replaces engine.run (repo_runs)
 
 
 def stack_file(stack: str) -> Path:
@@ -54,8 +55,25 @@ def capture_of(stack: str) -> engine.Capture:
     lock and a pickle keyed by the stack file and every source file of the program)."""
     text = stack_file(stack).read_bytes()
     key = [stack, hashlib.sha256(text).hexdigest(), source_hash(*sorted((ROOT / "infra").rglob("*.py")))]
-    return cached("capture", key, lambda: engine.run(stack, read_stack_config(stack_file(stack))),
+    return cached("capture", key, lambda: ENGINE_RUN(stack, read_stack_config(stack_file(stack))),
                   directory=Path(os.environ[RUNS_ENV]))
+
+
+@pytest.fixture
+def repo_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands that run a repository stack whose file is unchanged get the session's run of it (capture_of), which
+    the engine would compute again byte for byte (tests/test_offline_engine.py); any other run is the engine's."""
+    def run(stack: str, config: dict[str, Any], program_path: Path = engine.PROGRAM) -> engine.Capture:
+        if program_path == engine.PROGRAM and stack in ALL_STACKS and config == _repo_config(stack):
+            return capture_of(stack)
+        return ENGINE_RUN(stack, config, program_path)
+
+    monkeypatch.setattr(engine, "run", run)
+
+
+@functools.cache
+def _repo_config(stack: str) -> dict[str, Any]:
+    return read_stack_config(stack_file(stack))
 
 
 def raw_platform(stack: str) -> dict[str, Any]:

@@ -29,6 +29,8 @@ from .conftest import capture_of, platform_of, raw_platform
 from .fake_cluster import FakeClock, SimulatedCluster
 from .fake_kube import Refused
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 CONTEXT = "fake-admin"
 
 

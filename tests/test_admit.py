@@ -16,6 +16,8 @@ from infra.offline.schema import CrdIndex
 
 from .conftest import CRDS, ROOT, capture_of, platform_of
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 STACK = "onprem-lab"
 EXAMPLE = ROOT / "examples" / "torch-distributed" / "trainjob.yaml"
 

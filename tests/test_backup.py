@@ -25,6 +25,8 @@ from infra.spec.versions import VELERO_CHART
 
 from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 
 def _named(capture: Any, kind: str, name: str) -> dict[str, Any]:
     return next(o for o in kube_objects(capture, kind) if o["metadata"]["name"] == name)

@@ -13,6 +13,8 @@ from infra.cli import main
 
 from .conftest import raw_platform, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 Edit = Callable[[dict[str, Any]], None]
 
 

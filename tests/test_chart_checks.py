@@ -21,6 +21,8 @@ from infra.offline.schema import ManifestLoader
 
 from .conftest import STACKS, capture_of, platform_of
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 STACK = "local"
 
 

@@ -13,12 +13,14 @@ from infra.cli import main
 from .conftest import ROOT, raw_platform, write_stack
 
 
+@pytest.mark.usefixtures("repo_runs")
 def test_plan_of_the_lab_is_clean_and_shows_capacity(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "onprem-lab"]) == 0
     out = capsys.readouterr().out
     assert "h100" in out and "nvidia.com/gpu" in out and "Findings: 0 error(s)" in out
 
 
+@pytest.mark.usefixtures("repo_runs")
 def test_validate_checks_every_object_against_the_crds(crds_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "onprem-lab", "--crds", str(crds_dir)]) == 0
     out = capsys.readouterr().out
@@ -54,6 +56,7 @@ def test_a_schema_violation_is_a_finding(tmp_path: Path, crds_dir: Path, capsys:
     assert "nodeLabelz: not in the CRD schema" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("repo_runs")
 def test_render_writes_plan_and_manifests(tmp_path: Path) -> None:
     assert main(["render", "onprem-lab", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "plan.json").is_file()

@@ -18,6 +18,8 @@ from infra.spec.cloud_catalog import MACHINES
 
 from .conftest import capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 CLOUD_STACKS = ("aws-prod", "gcp-prod", "azure-prod")
 CLUSTER_TYPES = {"aws-prod": "eks:index:Cluster", "gcp-prod": "gcp:container/cluster:Cluster",
                  "azure-prod": "azure-native:containerservice:ManagedCluster"}

@@ -19,6 +19,8 @@ from infra.offline import engine
 
 from .conftest import ALL_STACKS, CRDS, ROOT, capture_of, stack_file
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```(?:sh|bash|shell|console)?\n(.*?)```", re.S)
 INLINE = re.compile(r"(?<!`)`(\.venv/bin/trainyard [^`]+)`(?!`)")

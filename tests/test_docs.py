@@ -14,6 +14,8 @@ from infra.spec.platform import PlatformSpec
 
 from .conftest import ALL_STACKS, capture_of, platform_of, stack_file
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 
 def test_docs_check_fails_when_a_stack_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "stacks").mkdir()

@@ -22,6 +22,8 @@ from infra.verify_hybrid import contexts, multikueue_findings
 
 from .conftest import CRDS, capture_of, platform_of, raw_platform
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 STACK = "hybrid-burst"
 
 

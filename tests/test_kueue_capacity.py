@@ -17,6 +17,8 @@ from infra.spec.capacity import capacity_findings, lending_findings, quota_resou
 
 from .conftest import raw_platform, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 
 def _errors(platform: Platform) -> list[str]:
     return [f"{f.subject}: {f.message}" for f in capacity_findings(platform) if f.severity == "error"]

@@ -18,6 +18,8 @@ from infra.offline.engine import Capture
 from .conftest import CRDS, capture_of, platform_of
 from .test_policies import add, reg, violations
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 WIDGET = "kubernetes:example.com/v1:Widget"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 

@@ -19,6 +19,8 @@ from infra.spec.prerequisites import Need
 
 from .conftest import STACKS, platform_of, raw_platform, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 Edit = Callable[[dict[str, Any]], None]
 
 
