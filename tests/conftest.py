@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ import yaml
 
 from infra.offline import engine
 from infra.offline.diskcache import cached, source_hash
-from infra.offline.plan import objects
+from infra.offline.engine import Registration
+from infra.offline.plan import objects, write
 from infra.spec import Platform, load_file, validate
 from infra.spec.load import PLATFORM_KEY, read_stack_config, stack_names
 
@@ -91,6 +94,12 @@ def write_stack(tmp_path: Path, raw: dict[str, Any], name: str = "test") -> Path
     path = tmp_path / f"Pulumi.{name}.yaml"
     path.write_text(yaml.safe_dump({"config": {PLATFORM_KEY: raw}}, sort_keys=False), encoding="utf-8")
     return path
+
+
+def write_selected(capture: engine.Capture, out: Path, keep: Callable[[Registration], bool]) -> None:
+    """The writer's plan.json and manifests/ for the registrations a test reads back (the charts' CRDs, most of a
+    stack's bytes, are left out unless kept)."""
+    write(dataclasses.replace(capture, resources=tuple(r for r in capture.resources if keep(r)), charts=()), out)
 
 
 def kube_objects(capture: engine.Capture, kind: str | None = None, own: bool = False) -> list[dict[str, Any]]:

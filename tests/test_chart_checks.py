@@ -16,10 +16,10 @@ from infra.offline.chart_checks import check_chart_hooks, check_declared_once, c
 from infra.offline.checks import Context
 from infra.offline.engine import Capture, _plain
 from infra.offline.images import object_images, qualified, stack_images
-from infra.offline.plan import manifest_path, objects, render_plan_json, write
+from infra.offline.plan import manifest_path, objects, render_plan_json
 from infra.offline.schema import ManifestLoader
 
-from .conftest import STACKS, capture_of, platform_of
+from .conftest import STACKS, capture_of, platform_of, write_selected
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 
@@ -141,8 +141,7 @@ def test_plan_json_and_manifests_hold_integers(stack: str, tmp_path: Path) -> No
     # The manifests the program registers (numbers that crossed the SDK's protobuf, where 53 became 53.0), written
     # by the writer and read back from disk; the charts' objects (parsed from YAML, megabytes of CRDs) are checked
     # in plan.json above.
-    mine = dataclasses.replace(capture, resources=tuple(r for r in capture.resources if not r.chart), charts=())
-    write(mine, tmp_path)
+    write_selected(capture, tmp_path, lambda record: not record.chart)
     own = [tmp_path / "manifests" / manifest_path(obj) for record, obj in objects(capture) if not record.chart]
     assert len(own) > 50
     for path in own:

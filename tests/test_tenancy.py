@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline.plan import write
 from infra.offline.schema import ManifestLoader
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.pools import GPU_RESOURCE
 
-from .conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from .conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_selected
 
 PSA = "pod-security.kubernetes.io"
 TEAM_LABEL = "trainyard.io/team"
@@ -26,7 +25,9 @@ TRAINER_VALUES = CRDS.parent / "upstream-values" / "kubeflow-trainer-2.2.1-value
 def _manifests(tmp_path: Path, stack: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The rendered manifests/ tree, walked from disk: namespace folder -> kind -> objects (the Namespaces and
     the team namespaces' folders: the charts' CRDs, most of the bytes, are no team's)."""
-    write(capture_of(stack), tmp_path)
+    teams = {ns for _, ns in _team_namespaces(stack)}
+    write_selected(capture_of(stack), tmp_path, lambda record: record.inputs.get("kind") == "Namespace" or (
+        record.inputs.get("metadata") or {}).get("namespace") in teams)
     root = tmp_path / "manifests"
     paths = [*root.glob("_cluster/Namespace-*.yaml"),
              *(path for _, ns in _team_namespaces(stack) for path in (root / ns).glob("*.yaml"))]
