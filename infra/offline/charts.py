@@ -144,12 +144,13 @@ def _content(source: Source, archive: Path) -> str:
     return source.chart.digest or content_digest(archive)
 
 
-def _defined(source: Source, archive: Path) -> Documents:
-    """Every CRD in the chart's crds/ folders, enabled subcharts or not: the API versions it can serve."""
-    def load() -> Documents:
+def _served(source: Source, archive: Path) -> list[str]:
+    """The API versions (and version/kind pairs) the CRDs in the chart's crds/ folders serve, enabled subcharts or
+    not. Kept as these strings, not the CRDs: a run needs them for every chart, and the CRDs are megabytes."""
+    def load() -> list[str]:
         with helm.Chart.load(archive) as chart:
-            return list(_documents(_crds(chart)))
-    return cached("defined", [*_CODE, _content(source, archive)], load)
+            return _group_versions(list(_documents(_crds(chart))))
+    return cached("served", [*_CODE, _content(source, archive)], load)
 
 
 def _render(source: Source, archive: Path, kubernetes: str,
@@ -188,7 +189,7 @@ def _render_now(source: Source, archive: Path, kubernetes: str,
 
 def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) -> tuple[Rendered, ...]:
     archives = {source.ref: ensure(source.chart, root) for source in sources}
-    api_versions = _group_versions([crd for s in sources for crd in _defined(s, archives[s.ref])])
+    api_versions = sorted({version for s in sources for version in _served(s, archives[s.ref])})
     rendered = []
     for source in sources:
         documents, crds, problems = _render(source, archives[source.ref], kubernetes, api_versions)
