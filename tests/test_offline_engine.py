@@ -8,13 +8,17 @@ import importlib
 import inspect
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pulumi
 import pytest
 
 from infra.offline import engine
 from infra.offline.chartcache import ChartCacheError
+from infra.offline.charts import CHART_TYPE, Rendered
 from infra.offline.plan import objects, plan_document, render_plan_json, write
+from infra.platform.objects import _retain_crds
 from infra.spec.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
@@ -217,3 +221,32 @@ def test_plan_json_keeps_unicode_escapes_and_empty_containers_as_the_standard_li
                                              "flag": True, "big": 2**62, "neg": -3, "é": 1, "Z": 2}, ())
     expected = json.dumps(plan_document(capture), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert render_plan_json(capture) == expected
+
+
+def _chart_children(transforms: list[Any]) -> dict[str, engine.Registration]:
+    chart = engine.Registration(type=CHART_TYPE, name="velero", urn=f"urn:pulumi:s::p::{CHART_TYPE}::velero",
+                                parent="", custom=False, remote=True, inputs={}, depends_on=(), protect=False,
+                                retain_on_delete=False, provider="")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "backups.velero.io"}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "velero", "namespace": "velero"}}
+    rendered = cast(Rendered, SimpleNamespace(objects=(crd, config)))
+    return {child.inputs["kind"]: child for child in engine._children(chart, rendered, transforms)}
+
+
+def test_a_charts_transforms_decide_what_its_children_keep() -> None:
+    """As Pulumi's engine does for a component's children: no transform, nothing retained; helm_chart()'s
+    transform retains CRDs only; what a transform returns (props and options) is what is registered."""
+    assert not any(child.retain_on_delete for child in _chart_children([]).values())
+    kept = _chart_children([_retain_crds])
+    assert kept["CustomResourceDefinition"].retain_on_delete and not kept["ConfigMap"].retain_on_delete
+
+    def label_and_protect(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult:
+        props = dict(args.props)
+        props["metadata"] = {**cast(dict[str, Any], props["metadata"]), "labels": {"seen": "yes"}}
+        return pulumi.ResourceTransformResult(props=props, opts=pulumi.ResourceOptions.merge(
+            args.opts, pulumi.ResourceOptions(protect=True)))
+
+    both = _chart_children([_retain_crds, label_and_protect])
+    assert all(child.protect and child.inputs["metadata"]["labels"] == {"seen": "yes"} for child in both.values())
+    assert both["CustomResourceDefinition"].retain_on_delete and not both["ConfigMap"].retain_on_delete

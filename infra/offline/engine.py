@@ -8,6 +8,7 @@ gives inputs the shape policy packs see.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import runpy
 import threading
@@ -93,6 +94,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
         self.records: list[Registration] = []
+        self.transforms: dict[str, list[Any]] = {}  # URN -> the transforms in its options (a chart's: its children's)
         self.duplicates: list[str] = []
         self._seen: set[str] = set()
         self._lock = threading.Lock()
@@ -114,7 +116,10 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             retain_on_delete=request.HasField("retainOnDelete") and request.retainOnDelete,
             provider=_urn_ref(request.provider),
         )
+        transforms = pulumi_mocks._resolve_callbacks(request.transforms)  # the SDK's own token -> function lookup
         with self._lock:
+            if transforms:
+                self.transforms[urn] = transforms
             if urn in self._seen:
                 self.duplicates.append(urn)
             self._seen.add(urn)
@@ -188,20 +193,40 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
     charts = sorted((record for record in monitor.records if record.type == CHART_TYPE), key=Registration.ref)
     rendered = render_all([source_of(c.ref(), c.inputs) for c in charts], str(exported.get("kubernetes", ""))) \
         if charts else ()
-    installed = [child for chart, render in zip(charts, rendered, strict=True) for child in _children(chart, render)]
+    installed = [child for chart, render in zip(charts, rendered, strict=True)
+                 for child in _children(chart, render, monitor.transforms.get(chart.urn, []))]
     resources = tuple(sorted((*monitor.records, *installed), key=lambda r: (r.type, r.name, r.urn)))
     return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported, charts=rendered)
 
 
-def _children(chart: Registration, rendered: Rendered) -> list[Registration]:
-    """The objects helm.v4.Chart registers for a chart: its children, on its provider; CRDs retained (the
-    transform helm_chart() adds)."""
+def _children(chart: Registration, rendered: Rendered, transforms: list[Any]) -> list[Registration]:
+    """The objects helm.v4.Chart registers for a chart: its children, on its provider, each passed through the
+    chart's transforms as the engine does (helm_chart() adds the one that retains CRDs)."""
     prefix, _, _ = chart.urn.rpartition("::")
     children = []
     for obj in rendered.objects:
         type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(chart.name, obj)
+        inputs, options = _transformed(type_, name, obj, transforms)
         children.append(Registration(
             type=type_, name=name, urn=f"{prefix.rsplit('::', 1)[0]}::{CHART_TYPE}${type_}::{name}",
-            parent=chart.ref(), custom=True, remote=False, inputs=obj, depends_on=(), protect=False,
-            retain_on_delete=obj["kind"] == "CustomResourceDefinition", provider=chart.provider, chart=chart.ref()))
+            parent=chart.ref(), custom=True, remote=False, inputs=inputs, depends_on=(),
+            protect=bool(options.protect), retain_on_delete=bool(options.retain_on_delete), provider=chart.provider,
+            chart=chart.ref()))
     return children
+
+
+def _transformed(type_: str, name: str, props: dict[str, Any],
+                 transforms: list[Any]) -> tuple[dict[str, Any], pulumi.ResourceOptions]:
+    options = pulumi.ResourceOptions()
+    for transform in transforms:
+        result = transform(pulumi.ResourceTransformArgs(custom=True, type_=type_, name=name, props=props,
+                                                        opts=options))
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        if result is not None:
+            props, options = dict(result.props), result.opts
+    return props, options
+
+
+async def _awaited(result: Any) -> Any:
+    return await result
