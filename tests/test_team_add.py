@@ -17,6 +17,8 @@ from infra.spec.load import PLATFORM_KEY
 
 from .conftest import ALL_STACKS, platform_of, raw_platform, stack_file, write_stack
 
+pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
+
 
 @pytest.fixture
 def no_plan_count(monkeypatch: pytest.MonkeyPatch) -> None:
