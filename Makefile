@@ -42,7 +42,8 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 # The suite runs on every core (pytest-xdist): the first worker that needs a stack's offline run computes it, the
-# others read it (tests/conftest.py); chart renders and parsed CRDs are kept in .cache/offline across runs.
+# others read it (tests/conftest.py); runs, chart renders and parsed CRDs are kept in .cache/offline across
+# sessions, keyed by everything they depend on (a stack's run: its file, the program's code, uv.lock, Python).
 test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
 	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
 

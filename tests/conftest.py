@@ -1,4 +1,4 @@
-"""Shared fixtures: stacks loaded and run under the offline engine once per test session."""
+"""Shared fixtures: stacks loaded, and run under the offline engine once for every worker and later session."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import os
-import shutil
-import tempfile
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from infra.offline import engine
-from infra.offline.diskcache import cached, source_hash
+from infra.offline.diskcache import latest, source_hash
 from infra.offline.engine import Registration
 from infra.offline.plan import objects, write
 from infra.spec import Platform, load_file, validate
@@ -31,7 +30,6 @@ STACKS = [s for s in ALL_STACKS if "clusters" not in read_stack_config(ROOT / "s
     PLATFORM_KEY]]
 # The upstream CRDs: $TRAINYARD_CRDS (CI fetches them there with `make crds`), else ../shared/crds.
 CRDS = Path(os.environ.get("TRAINYARD_CRDS") or ROOT.parent / "shared" / "crds")
-RUNS_ENV = "TRAINYARD_TEST_RUNS"
 ENGINE_RUN = engine.run  # the engine itself, whichever test replaces engine.run (repo_runs)
 
 
@@ -44,22 +42,14 @@ def platform_of(stack: str) -> Platform:
     return load_file(stack_file(stack))
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """One folder for the session's offline runs, made by the controller before xdist starts its workers (they
-    inherit the environment), removed when the session ends."""
-    if not os.environ.get(RUNS_ENV):
-        os.environ[RUNS_ENV] = tempfile.mkdtemp(prefix="trainyard-runs-")
-        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(RUNS_ENV), ignore_errors=True))
-
-
 @functools.cache
 def capture_of(stack: str) -> engine.Capture:
-    """A stack's offline run, computed by the first worker that needs it and read by the others (diskcache: a file
-    lock and a pickle keyed by the stack file and every source file of the program)."""
-    text = stack_file(stack).read_bytes()
-    key = [stack, hashlib.sha256(text).hexdigest(), source_hash(*sorted((ROOT / "infra").rglob("*.py")))]
-    return cached("capture", key, lambda: ENGINE_RUN(stack, read_stack_config(stack_file(stack))),
-                  directory=Path(os.environ[RUNS_ENV]))
+    """A stack's offline run, computed by the first worker that needs it and read by the others, and by later
+    sessions while nothing it depends on changes (diskcache: one file per stack, keyed by the stack file, every
+    source file of the program, the locked dependencies and the Python that ran it)."""
+    key = [hashlib.sha256(stack_file(stack).read_bytes()).hexdigest(), sys.version,
+           source_hash(ROOT / "uv.lock", *sorted((ROOT / "infra").rglob("*.py")))]
+    return latest("capture", stack, key, lambda: ENGINE_RUN(stack, read_stack_config(stack_file(stack))))
 
 
 @pytest.fixture

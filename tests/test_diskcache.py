@@ -67,3 +67,25 @@ def test_source_hash_changes_with_the_code(tmp_path: Path) -> None:
     before = diskcache.source_hash(code)
     code.write_text("x = 2\n")
     assert diskcache.source_hash(code) != before
+
+
+def test_a_slot_keeps_one_value_and_a_new_key_replaces_it(cache: Path) -> None:
+    calls, compute = _counting({"run": 1})
+    assert diskcache.latest("capture", "lab", ["code v1"], compute) == {"run": 1}
+    assert diskcache.latest("capture", "lab", ["code v1"], compute) == {"run": 1}
+    assert len(calls) == 1
+    diskcache.latest("capture", "lab", ["code v2"], compute)
+    diskcache.latest("capture", "other", ["code v2"], compute)
+    assert len(calls) == 3 and sorted(p.name for p in (cache / "capture").glob("*.pickle")) == [
+        "lab.pickle", "other.pickle"]
+    diskcache.latest("capture", "lab", ["code v1"], compute)  # the replaced value is gone, not served stale
+    assert len(calls) == 4
+
+
+def test_a_damaged_slot_is_computed_again(cache: Path) -> None:
+    diskcache.latest("capture", "lab", ["k"], lambda: "good")
+    path = cache / "capture" / "lab.pickle"
+    path.write_bytes(path.read_bytes()[:-3])
+    calls, compute = _counting("good")
+    assert diskcache.latest("capture", "lab", ["k"], compute) == "good" and len(calls) == 1
+    assert diskcache.latest("capture", "lab", ["k"], compute) == "good" and len(calls) == 1

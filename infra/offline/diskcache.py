@@ -61,6 +61,33 @@ def cached(kind: str, key: Iterable[Any], compute: Callable[[], T], directory: P
     return value
 
 
+def latest(kind: str, slot: str, key: Iterable[Any], compute: Callable[[], T], directory: Path | None = None) -> T:
+    """compute()'s value for `key`, kept as the one value of `slot`: another key replaces it rather than adding a
+    file beside it (a stack's whole run is tens of megabytes; a file per edit of the code would pile up). The
+    file starts with its key's digest, so a stale value is never unpickled."""
+    digest = key_of([kind, slot, *key])
+    path = (directory or cache_dir()) / kind / f"{slot}.pickle"
+    found = _load_slot(path, digest)
+    if found is None:
+        with _locked(path):
+            found = _load_slot(path, digest)
+            if found is None:
+                value = compute()
+                _store(path, digest.encode() + b"\n" + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                return value
+    return found[0]
+
+
+def _load_slot(path: Path, digest: str) -> tuple[Any] | None:
+    try:
+        with path.open("rb") as handle:
+            if handle.readline() != digest.encode() + b"\n":
+                return None
+            return (pickle.load(handle),)
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+        return None
+
+
 def _load(path: Path) -> tuple[bytes, Any] | None:
     """A stored value and its bytes; None when missing or unreadable (then computed again and replaced)."""
     try:
