@@ -25,7 +25,7 @@ from infra.offline.apiserver.verdict import Refusal, subject
 from infra.offline.schema import CrdIndex, default_crds_dir
 from infra.spec.versions import Versions
 
-from .kube import CHART_TYPES, chart_versions, is_list, is_map
+from .kube import CHART_TYPES, chart_versions, get, is_list, is_map
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")
@@ -45,6 +45,9 @@ def using(index: CrdIndex | None) -> Iterator[None]:
         _index.reset(token)
 
 
+CRD_TYPE = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+
 def _type_of(resource_type: str) -> tuple[str, str] | None:
     """'kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue' -> ('kueue.x-k8s.io/v1beta2', 'ClusterQueue'); core kinds
     drop the `core/` group; None for what is not a Kubernetes object (charts, providers, other clouds)."""
@@ -53,6 +56,14 @@ def _type_of(resource_type: str) -> tuple[str, str] | None:
         return None
     _, group_version, kind = resource_type.split(":", 2)
     return group_version.removeprefix("core/"), kind
+
+
+def _types(resources: Sequence[PolicyResource]) -> Iterator[tuple[str, str]]:
+    """(apiVersion, kind) of every registered Kubernetes object."""
+    for resource in resources:
+        typed = _type_of(resource.resource_type)
+        if typed is not None:
+            yield typed
 
 
 def _plain(value: Any) -> Any:
@@ -91,7 +102,12 @@ def crd_index(resources: Sequence[PolicyResource]) -> CrdIndex:
     explicit = _index.get()
     if explicit is not None:
         return explicit
-    registered, _ = kube_objects(resources, lambda _, kind: kind == "CustomResourceDefinition")
+    # Only CRDs of kinds the stack registers objects of: no other schema is looked up, and reading a CRD whole
+    # through the analyzer's proxies is most of this rule's time (an operator's CRDs are megabytes).
+    used = {(api_version.rpartition("/")[0], kind) for api_version, kind in _types(resources)}
+    defining = [resource for resource in resources if _type_of(resource.resource_type) == CRD_TYPE
+                and (get(resource.props, "spec", "group"), get(resource.props, "spec", "names", "kind")) in used]
+    registered, _ = kube_objects(defining, lambda *_: True)
     return CrdIndex(default_crds_dir(ROOT), installed_versions(resources).crd_dirs(), [o for _, o in registered])
 
 
