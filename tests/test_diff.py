@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.offline import diff
 from infra.offline.diff import diff_stack
 from infra.spec import SpecError
 
@@ -20,7 +21,9 @@ def clone(tmp_path: Path) -> Path:
     return target
 
 
-def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diff, "cached", lambda kind, key, compute: compute())  # the base renders, cached or not
     stack = clone / "stacks" / "Pulumi.onprem-lab.yaml"
     text = stack.read_text(encoding="utf-8")
     assert "quota: {h100: 12, l40s: 8}" in text
@@ -34,11 +37,6 @@ def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFi
     assert removed and added
 
 
-def test_an_unchanged_tree_has_no_diff(clone: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert diff_stack(clone, "local", "HEAD") == 0
-    assert "0 file(s) differ" in capsys.readouterr().out
-
-
 def test_a_work_tree_that_does_not_load_stops_the_diff_naming_the_field(clone: Path) -> None:
     stack = clone / "stacks" / "Pulumi.local.yaml"
     text = stack.read_text(encoding="utf-8")
@@ -48,3 +46,29 @@ def test_a_work_tree_that_does_not_load_stops_the_diff_naming_the_field(clone: P
         diff_stack(clone, "local", "HEAD")
     worktrees = subprocess.run(["git", "worktree", "list"], cwd=clone, capture_output=True, text=True, check=True)
     assert len(worktrees.stdout.splitlines()) == 1, worktrees.stdout  # the base revision's tree is removed
+
+
+def test_an_unchanged_tree_has_no_diff_and_its_base_is_rendered_once(clone: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert diff_stack(clone, "local", "HEAD") == 0
+    assert capsys.readouterr().out == "# local: 0 file(s) differ between HEAD and the work tree\n"
+    starts: list[Path] = []
+    monkeypatch.setattr(diff, "_start_render", lambda tree, *_: starts.append(tree))  # a base render would fail
+    assert diff_stack(clone, "local", "HEAD") == 0
+    assert starts == [] and capsys.readouterr().out == "# local: 0 file(s) differ between HEAD and the work tree\n"
+
+
+def test_the_base_is_known_by_its_files_the_stack_and_what_runs_it(clone: Path, tmp_path: Path) -> None:
+    key = diff._base_key(clone, "HEAD", "local")
+    assert key == diff._base_key(clone, "HEAD", "local") != diff._base_key(clone, "HEAD", "onprem-lab")
+    stack = clone / "stacks" / "Pulumi.local.yaml"
+    stack.write_text(stack.read_text(encoding="utf-8") + "# reviewed\n", encoding="utf-8")
+    assert diff._base_key(clone, "HEAD", "local") == key  # the work tree is not the base
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "edit"], cwd=clone,
+                   check=True)
+    assert diff._base_key(clone, "HEAD", "local") != key
+    outside = tmp_path / "Pulumi.x.yaml"
+    outside.write_text("config: {}\n", encoding="utf-8")
+    before = diff._base_key(clone, "HEAD", str(outside))
+    outside.write_text("config: {a: 1}\n", encoding="utf-8")
+    assert diff._base_key(clone, "HEAD", str(outside)) != before  # a file outside the revision counts by content

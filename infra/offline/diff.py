@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from infra.offline.chartcache import VENDORED, VENDORED_ENV
-from infra.offline.diskcache import CACHE_ENV, cache_dir
+from infra.offline.diskcache import CACHE_ENV, cache_dir, cached, source_hash
 from infra.offline.plan import render_stack
 from infra.spec import load_file, stack_path
 from infra.spec.errors import SpecError
@@ -100,26 +100,58 @@ def _render_work_tree(root: Path, stack: str, out: Path) -> None:
     render_stack(path, load_file(path), out)
 
 
+_CODE = source_hash(Path(__file__))  # how the base is rendered and read back
+
+
+class _BaseFailed(Exception):
+    """The base revision did not render: said, not cached (the cause may be this machine's)."""
+
+
+def _base_key(root: Path, base_ref: str, stack: str) -> list[str]:
+    """What a base render depends on: every file of the revision (its tree), the stack named, and the Python and
+    locked packages that run it."""
+    tree = _git(root, "rev-parse", f"{base_ref}^{{tree}}").stdout.strip()
+    named = Path(stack)
+    outside = source_hash(named) if named.is_absolute() and named.is_file() else ""  # a stack file not in the tree
+    lock = source_hash(root / "uv.lock") if (root / "uv.lock").is_file() else ""
+    return [tree, stack, outside, sys.version, lock, _CODE]
+
+
 def diff_stack(root: Path, stack: str, base_ref: str) -> int:
     if _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
         raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
     with tempfile.TemporaryDirectory(prefix="trainyard-diff-") as scratch:
         work = Path(scratch)
-        tree = _worktree(root, base_ref, work)
-        try:
-            base = _start_render(tree, stack, work / "base")
+        head = work / "head"
+
+        def render_both() -> dict[str, str]:
+            """The base revision's files, rendered in a process of its own while the work tree renders here."""
+            tree = _worktree(root, base_ref, work)
             try:
-                _render_work_tree(root, stack, work / "head")
-            except BaseException:
-                base.kill()
-                base.communicate()
-                raise
-            base_error = _finished(base)
-        finally:
-            _git(root, "worktree", "remove", "--force", str(tree))
-        if base_error:
-            print(f"# {base_ref} does not render {stack} ({base_error}); diffing against nothing")
-        lines = unified(rendered_files(work / "base"), rendered_files(work / "head"))
+                base = _start_render(tree, stack, work / "base")
+                try:
+                    _render_work_tree(root, stack, head)
+                except BaseException:
+                    base.kill()
+                    base.communicate()
+                    raise
+                base_error = _finished(base)
+            finally:
+                _git(root, "worktree", "remove", "--force", str(tree))
+            if base_error:
+                raise _BaseFailed(base_error)
+            return rendered_files(work / "base")
+
+        # A base revision renders the same files every time (the pull-request workflow diffs each push against
+        # one base): kept in the cache by its tree, so the next diff against it renders the work tree only.
+        try:
+            base_files = cached("diff-base", _base_key(root, base_ref, stack), render_both)
+        except _BaseFailed as failed:
+            print(f"# {base_ref} does not render {stack} ({failed}); diffing against nothing")
+            base_files = {}
+        if not head.exists():
+            _render_work_tree(root, stack, head)
+        lines = unified(base_files, rendered_files(head))
     sys.stdout.writelines(lines)
     changed = sum(1 for line in lines if line.startswith("+++ "))
     print(f"# {stack}: {changed} file(s) differ between {base_ref} and the work tree")
