@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -67,8 +68,9 @@ def test_the_base_is_known_by_its_files_the_stack_and_what_runs_it(clone: Path, 
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "edit"], cwd=clone,
                    check=True)
     assert diff._base_key(clone, "HEAD", "local") != key
-    outside = tmp_path / "Pulumi.x.yaml"
-    outside.write_text("config: {}\n", encoding="utf-8")
-    before = diff._base_key(clone, "HEAD", str(outside))
-    outside.write_text("config: {a: 1}\n", encoding="utf-8")
-    assert diff._base_key(clone, "HEAD", str(outside)) != before  # a file outside the revision counts by content
+    outside = tmp_path / "Pulumi.x.yaml"  # a stack file the revision does not hold counts by its content
+    for named in (str(outside), os.path.relpath(outside, clone)):
+        outside.write_text("config: {}\n", encoding="utf-8")
+        before = diff._base_key(clone, "HEAD", named)
+        outside.write_text("config: {a: 1}\n", encoding="utf-8")
+        assert diff._base_key(clone, "HEAD", named) != before, named

@@ -111,8 +111,9 @@ def _base_key(root: Path, base_ref: str, stack: str) -> list[str]:
     """What a base render depends on: every file of the revision (its tree), the stack named, and the Python and
     locked packages that run it."""
     tree = _git(root, "rev-parse", f"{base_ref}^{{tree}}").stdout.strip()
-    named = Path(stack)
-    outside = source_hash(named) if named.is_absolute() and named.is_file() else ""  # a stack file not in the tree
+    named = root / stack  # an absolute path stays itself
+    in_tree = named.resolve().is_relative_to(root.resolve())
+    outside = source_hash(named) if named.is_file() and not in_tree else ""  # a stack file the tree does not hold
     lock = source_hash(root / "uv.lock") if (root / "uv.lock").is_file() else ""
     return [tree, stack, outside, sys.version, lock, _CODE]
 
