@@ -41,13 +41,13 @@ def key_of(parts: Iterable[Any]) -> str:
     return hashlib.sha256(json.dumps(list(parts), sort_keys=True).encode()).hexdigest()
 
 
-def cached(kind: str, key: Iterable[Any], compute: Callable[[], T], directory: Path | None = None) -> T:
+def cached(kind: str, key: Iterable[Any], compute: Callable[[], T]) -> T:
     """compute()'s value for `key` (JSON-serialisable), from this process, else from disk, else computed and stored.
     Processes that miss the same key at once wait for the first one's value instead of computing it again."""
     digest = key_of([kind, *key])
     if digest in _MEMORY:
         return pickle.loads(_MEMORY[digest])
-    path = (directory or cache_dir()) / kind / f"{digest}.pickle"
+    path = cache_dir() / kind / f"{digest}.pickle"
     found = _load(path)
     if found is None:
         with _locked(path):
@@ -61,12 +61,12 @@ def cached(kind: str, key: Iterable[Any], compute: Callable[[], T], directory: P
     return value
 
 
-def latest(kind: str, slot: str, key: Iterable[Any], compute: Callable[[], T], directory: Path | None = None) -> T:
+def latest(kind: str, slot: str, key: Iterable[Any], compute: Callable[[], T]) -> T:
     """compute()'s value for `key`, kept as the one value of `slot`: another key replaces it rather than adding a
     file beside it (a stack's whole run is tens of megabytes; a file per edit of the code would pile up). The
     file starts with its key's digest, so a stale value is never unpickled."""
     digest = key_of([kind, slot, *key])
-    path = (directory or cache_dir()) / kind / f"{slot}.pickle"
+    path = cache_dir() / kind / f"{slot}.pickle"
     found = _load_slot(path, digest)
     if found is None:
         with _locked(path):
