@@ -9,15 +9,12 @@ import re
 import shlex
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from infra import cli
 from infra.cli import main, parser
-from infra.offline import engine
 
-from .conftest import ALL_STACKS, CRDS, ROOT, capture_of, stack_file
+from .conftest import ALL_STACKS, CRDS, ROOT, stack_file
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 
@@ -73,16 +70,12 @@ RUNNABLE = [(doc, argv) for doc, argv in COMMANDS if argv[0] in OFFLINE and "/tm
 
 @pytest.mark.parametrize(("doc", "argv"), RUNNABLE, ids=[f"{d}: {' '.join(a)}" for d, a in RUNNABLE])
 def test_each_offline_command_runs_as_written(doc: str, argv: tuple[str, ...], tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     command = list(argv)
     if command[0] == "team":  # edits the stack file: run it on a copy of the stack it names
         copy = tmp_path / f"Pulumi.{command[2]}.yaml"
         shutil.copy(stack_file(command[2]), copy)
         command[2] = str(copy)
-    else:  # a repository stack as it is: its offline run is the session's cached one
-        monkeypatch.setattr(cli, "engine", SimpleNamespace(run=lambda stack, config: capture_of(stack),
-                                                           DuplicateResource=engine.DuplicateResource))
     if "--crds" in command:
         if not CRDS.is_dir():
             pytest.skip(f"{CRDS} not present")

@@ -19,6 +19,7 @@ from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
 from infra.spec import Finding
+from infra.spec.names import dns1123_subdomain
 
 from .diskcache import cached, source_hash
 
@@ -32,7 +33,6 @@ CRD_COMPONENTS = {
 }
 SECRET = "[secret]"  # how plan.json shows a Pulumi secret: its type is unknown offline
 ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _CODE = source_hash(Path(__file__))
 
 
@@ -179,7 +179,7 @@ def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
     validator = jsonschema.Draft7Validator(schema)
     problems += [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
     name = obj.get("metadata", {}).get("name", "")
-    if not name or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not name or dns1123_subdomain(name):
         problems.append(f"metadata.name: '{name}' is not a DNS subdomain")
     return problems
 

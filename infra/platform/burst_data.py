@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 from infra.spec import Platform
 from infra.spec.burst_data import CONFIG_MAP, ManagerStore, data_env
 
+from .network import range_egress
 from .objects import NETWORKING_API, child_opts, kube_object, metadata
 
 EGRESS_POLICY = "allow-manager-object-store"
@@ -21,9 +22,7 @@ EGRESS_POLICY = "allow-manager-object-store"
 
 def store_egress(store: ManagerStore) -> dict[str, object]:
     """Egress from every pod of the namespace to the manager's object store, on its endpoint's port."""
-    return {"podSelector": {}, "policyTypes": ["Egress"],
-            "egress": [{"to": [{"ipBlock": {"cidr": store.cidr}}],
-                        "ports": [{"protocol": "TCP", "port": store.port}]}]}
+    return {"podSelector": {}, "policyTypes": ["Egress"], "egress": [range_egress(store.cidr, [store.port])]}
 
 
 class BurstData(pulumi.ComponentResource):

@@ -21,6 +21,11 @@ from infra.vocabulary import NAME_LABEL, TEAM_LABEL
 from .objects import NETWORKING_API, child_opts, kube_object, metadata
 
 ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+
+
+def range_egress(cidr: str, ports: Sequence[int]) -> dict[str, Any]:
+    """An egress rule to an address range (an object store outside the cluster) on TCP ports."""
+    return {"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"protocol": "TCP", "port": port} for port in ports]}
 # any pod of the cluster (Prometheus, wherever it runs)
 CLUSTER_PODS: list[dict[str, Any]] = [{"namespaceSelector": {}}]
 TEAM_PODS = [{"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}}]

@@ -15,6 +15,7 @@ from infra.spec.base import format_amount
 from infra.spec.teams import TeamSpec
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
 
+from .network import range_egress
 from .objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
 from .trainer import NAMESPACE as TRAINER_NAMESPACE
 from .trainer import TRAINER_STATUS_PORT
@@ -97,9 +98,7 @@ def _namespace_peer(name: str) -> dict[str, Any]:
 def network_policies(team_name: str, spec: TeamSpec) -> dict[str, Any]:
     """Deny everything, then allow what training needs. Policies are additive: each allow names one reason."""
     same_team = [{"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_name}}}]
-    storage = [{"to": [{"ipBlock": {"cidr": d.cidr}}],
-                "ports": [{"protocol": "TCP", "port": port} for port in d.ports]}
-               for d in spec.egress_destinations()]
+    storage = [range_egress(d.cidr, d.ports) for d in spec.egress_destinations()]
     return {
         "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
         "allow-dns": {

@@ -13,7 +13,6 @@ lists the registries its nodes pull from, with the pull Secret of a private one.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
@@ -21,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, field_validator
 
 from .base import Cidr, Strict
+from .names import dns1123_subdomain
 from .policy import RegistryPrefix
 from .prerequisites import Need, Provision
 from .storage import TEAM_DATA_ACCOUNT, Bucket
@@ -34,13 +34,12 @@ Location = Literal["manager", "worker", "volume"]
 KINDS = ("datasets", "checkpoints")
 CONFIG_MAP = "trainyard-data"  # in each bursting team namespace on the worker: where its jobs' data is
 SCHEME = {"rook-ceph": "s3", "aws": "s3", "gcp": "gs", "azure": "az"}  # team bucket URIs per storage profile
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 def _secret_name(value: str) -> str:
-    if not _SUBDOMAIN.match(value):
-        raise ValueError(f"'{value}' is not a Secret name: lowercase letters, digits, '-' and '.', starting and "
-                         "ending with a letter or digit")
+    problems = dns1123_subdomain(value)
+    if problems:
+        raise ValueError(f"'{value}' is not a Secret name: {'; '.join(problems)}")
     return value
 
 
@@ -167,19 +166,21 @@ def link_needs(worker: str, link: Link, data: WorkerData | None,
                                           f"from {link.source})")]
     provided = {f"link:{link.network}": Provision("site", f"declared in {where}.link"),
                 "link:public": Provision("cluster", "the worker's internet egress")}
-    store = data.read_store if data else None
+    if data is None:
+        return needs, provided
+    store = data.read_store
     if store is not None:
         needs.append(Need(f"link:{store.network}", f"burst data ({where}.data.manager: {store.endpoint})"))
         needs.append(Need(f"secret:{store.secret_name}", f"burst data ({where}.data.manager.secretName: the keys "
                                                          "of the team's bucket on the manager)"))
-    for network in sorted({r.network for r in data.registries} if data else ()):
-        prefixes = ", ".join(r.prefix for r in data.registries if r.network == network) if data else ""
+    for network in sorted({r.network for r in data.registries}):
+        prefixes = ", ".join(r.prefix for r in data.registries if r.network == network)
         needs.append(Need(f"link:{network}", f"images ({where}.data.registries: {prefixes})"))
-    for registry in data.registries if data else ():
+    for registry in data.registries:
         if registry.pull_secret_name:
             needs.append(Need(f"secret:{registry.pull_secret_name}", f"images ({where}.data.registries: pull "
                                                                      f"Secret for {registry.prefix})"))
-    if data and "worker" in (data.datasets, data.checkpoints) and worker_cloud:
+    if "worker" in (data.datasets, data.checkpoints) and worker_cloud:
         needs.append(Need("workload-identity", f"burst data ({where}.data: the team's bucket here, as its "
                                                f"{TEAM_DATA_ACCOUNT} account)"))
     for need in needs:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..names import dns1035_label, dns1123_subdomain, domain_prefixed_path, label_value
+from infra.spec.names import dns1035_label, dns1123_subdomain, domain_prefixed_path, label_value
+
 from ..state import ClusterState
 from ..verdict import Refusal
 

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from infra.spec.names import dns1123_subdomain, label_value, qualified_name
+
 from .. import quantity
-from ..names import dns1123_subdomain, label_value, qualified_name
 from ..state import ClusterState
 from ..verdict import Refusal
 

@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any
 
-from ..names import qualified_name
+from infra.spec.names import qualified_name
+
 from ..state import ClusterState
 from ..verdict import Refusal
 from .podsets import PodSet, jobset_pod_sets, trainjob_pod_sets

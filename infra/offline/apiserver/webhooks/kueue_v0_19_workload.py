@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.spec.names import domain_prefixed_path, label_value, qualified_name
+
 from .. import quantity
-from ..names import domain_prefixed_path, label_value, qualified_name
 from ..state import ClusterState
 from ..verdict import Refusal
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from infra.spec.names import domain_prefixed_path
+
 from .. import quantity
-from ..names import domain_prefixed_path
 from ..state import TRAINER_GROUP, ClusterState
 from ..verdict import Refusal
 from .podsets import jobset_pod_sets, patched_runtime, trainjob_pod_sets

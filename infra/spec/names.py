@@ -1,5 +1,5 @@
-"""Kubernetes name and label syntax (k8s.io/apimachinery/pkg/util/validation), as the webhooks apply it.
-Each function returns the problems found (empty when valid)."""
+"""Kubernetes name and label syntax (k8s.io/apimachinery/pkg/util/validation), as the API server and its webhooks
+apply it (the spec checks Secret names with it too). Each function returns the problems found (empty when valid)."""
 
 from __future__ import annotations
 
@@ -13,28 +13,25 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
 
 
+def _syntax(value: str, limit: int, pattern: re.Pattern[str], rule: str) -> list[str]:
+    """The length and the pattern of one name syntax, with the API server's messages."""
+    problems = [] if len(value) <= limit else [f"must be no more than {limit} characters"]
+    return problems if pattern.match(value) else [*problems, rule]
+
+
 def dns1123_subdomain(value: str) -> list[str]:
-    problems = [] if len(value) <= 253 else ["must be no more than 253 characters"]
-    if not _DNS1123_SUBDOMAIN.match(value):
-        problems.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-                        "'.', and must start and end with an alphanumeric character")
-    return problems
+    return _syntax(value, 253, _DNS1123_SUBDOMAIN, "a lowercase RFC 1123 subdomain must consist of lower case "
+                   "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
 
 
 def dns1035_label(value: str) -> list[str]:
-    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
-    if not _DNS1035_LABEL.match(value):
-        problems.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-                        "alphabetic character, and end with an alphanumeric character")
-    return problems
+    return _syntax(value, 63, _DNS1035_LABEL, "a DNS-1035 label must consist of lower case alphanumeric characters "
+                   "or '-', start with an alphabetic character, and end with an alphanumeric character")
 
 
 def dns1123_label(value: str) -> list[str]:
-    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
-    if not _DNS1123_LABEL.match(value):
-        problems.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-                        "must start and end with an alphanumeric character")
-    return problems
+    return _syntax(value, 63, _DNS1123_LABEL, "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                   "characters or '-', and must start and end with an alphanumeric character")
 
 
 def qualified_name(value: str) -> list[str]:
@@ -54,11 +51,8 @@ def qualified_name(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
-    problems = [] if len(value) <= 63 else ["must be no more than 63 characters"]
-    if not _LABEL_VALUE.match(value):
-        problems.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-                        "'.', and must start and end with an alphanumeric character")
-    return problems
+    return _syntax(value, 63, _LABEL_VALUE, "a valid label must be an empty string or consist of alphanumeric "
+                   "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
 
 
 def domain_prefixed_path(value: str) -> list[str]:
