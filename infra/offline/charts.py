@@ -144,13 +144,20 @@ def _content(source: Source, archive: Path) -> str:
     return source.chart.digest or content_digest(archive)
 
 
+def _chart_crds(source: Source, archive: Path) -> dict[str, Documents]:
+    """Every crds/ file of the chart and its subcharts, parsed, by path: once per archive, however many values
+    variants are rendered (the prometheus-operator CRDs are 5 MB of YAML, slower to parse than to render)."""
+    def load() -> dict[str, Documents]:
+        with helm.Chart.load(archive) as chart:
+            return {path: list(_documents({path: text})) for path, text in _crds(chart).items()}
+    return cached("chart-crds", [*_CODE, _content(source, archive)], load)
+
+
 def _served(source: Source, archive: Path) -> list[str]:
     """The API versions (and version/kind pairs) the CRDs in the chart's crds/ folders serve, enabled subcharts or
     not. Kept as these strings, not the CRDs: a run needs them for every chart, and the CRDs are megabytes."""
-    def load() -> list[str]:
-        with helm.Chart.load(archive) as chart:
-            return _group_versions(list(_documents(_crds(chart))))
-    return cached("served", [*_CODE, _content(source, archive)], load)
+    return cached("served", [*_CODE, _content(source, archive)],
+                  lambda: _group_versions([crd for crds in _chart_crds(source, archive).values() for crd in crds]))
 
 
 def _render(source: Source, archive: Path, kubernetes: str,
@@ -159,11 +166,15 @@ def _render(source: Source, archive: Path, kubernetes: str,
     per inputs (diskcache) and fresh objects for each caller, so no two captures share one."""
     key = [*_CODE, _content(source, archive), source.values, source.release, source.namespace, kubernetes,
            api_versions]
-    return cached("render", key, lambda: _render_now(source, archive, kubernetes, api_versions))
+    documents, crd_paths, problems = cached(
+        "render", key, lambda: _render_now(source, archive, kubernetes, api_versions))
+    parsed = _chart_crds(source, archive)
+    return documents, [crd for path in crd_paths for crd in parsed[path]], problems
 
 
 def _render_now(source: Source, archive: Path, kubernetes: str,
-                api_versions: list[str]) -> tuple[Documents, Documents, tuple[str, ...]]:
+                api_versions: list[str]) -> tuple[Documents, list[str], tuple[str, ...]]:
+    """(the templates' documents, the crds/ files Helm installs in its order, values problems)."""
     # A fresh load per render: rendering drops disabled subcharts from the loaded chart (and so their crds/ from
     # what it installs, as Helm does).
     with helm.Chart.load(archive) as chart:
@@ -184,7 +195,7 @@ def _render_now(source: Source, archive: Path, kubernetes: str,
         except helm.HelmError as error:
             manifests = {}
             problems.append(f"render failed: {error}")
-        return list(_documents(manifests)), list(_documents(_crds(chart))), tuple(problems)
+        return list(_documents(manifests)), sorted(_crds(chart)), tuple(problems)
 
 
 def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) -> tuple[Rendered, ...]:
