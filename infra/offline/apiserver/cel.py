@@ -109,7 +109,12 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
-_ENV = celpy.Environment()
+@functools.cache
+def _environment() -> celpy.Environment:
+    """Built on first use: its parser takes a second to build, and a render or a refused stack file needs none."""
+    return celpy.Environment()
+
+
 # What an expression may call: cel-python's standard functions, the macros its parser expands, and the library above.
 _KNOWN_CALLS = frozenset({*evaluation.base_functions, *FUNCTIONS,
                           "has", "all", "exists", "exists_one", "map", "filter"})
@@ -122,8 +127,8 @@ class Program:
     def __init__(self, expression: str) -> None:
         self.expression = expression
         try:
-            tree = _ENV.compile(expression)
-            self._program = _ENV.program(tree, functions=FUNCTIONS)
+            tree = _environment().compile(expression)
+            self._program = _environment().program(tree, functions=FUNCTIONS)
         except Exception as error:  # celpy raises its own parse errors; all mean "cannot evaluate here"
             raise Unevaluable(f"does not compile: {str(error).splitlines()[0][:160]}") from error
         # Found here rather than when a run reaches the call: a rule is listed as not evaluable without an object.
