@@ -41,7 +41,7 @@ def both(*edits: Edit) -> Edit:
     return edit
 
 
-LAB, AWS, GCP, AZURE, LOCAL = "onprem-lab", "aws-prod", "gcp-prod", "azure-prod", "local"
+LAB, AWS, GCP, AZURE, LOCAL, HYBRID = "onprem-lab", "aws-prod", "gcp-prod", "azure-prod", "local", "hybrid-burst"
 P = "trainyard:platform."
 
 # class -> [(case id, stack, edit, words the one line must contain)]
@@ -76,6 +76,55 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
         ("autoscale max 1e6", AWS, put("pools.l40s.autoscale.max", 1000000), (P + "pools.l40s.autoscale.max", "5000")),
         ("pools summing past the limit", AWS, both(put("pools.cpu.count", 3000), put("pools.l40s.autoscale.max", 3000)),
          (P + "pools.", "5000", "nodes")),
+    ],
+    "node cpu or memory of nothing or of a whole pool": [
+        ("cpu 0", LAB, put("pools.cpu.cpu", 0), (P + "pools.cpu.cpu", "'0'", "nothing")),
+        ("memory 0Gi", LAB, put("pools.cpu.memory", "0Gi"), (P + "pools.cpu.memory", "nothing")),
+        ("cpu one past the bound", LAB, put("pools.h100.cpu", "4097"), (P + "pools.h100.cpu", "4096", "one node")),
+        ("memory 1Mi past the bound", LAB, put("pools.h100.memory", f"{64 * 2**20 + 1}Mi"),
+         (P + "pools.h100.memory", "64Ti")),
+        ("memory of a pool", LAB, put("pools.h100.memory", "100Ti"), (P + "pools.h100.memory", "one node")),
+    ],
+    "numbers past the int32 a controller reads": [
+        ("backoffLimitCount 2^31", LAB, put("queueing.waitForPodsReady.backoffLimitCount", 2**31),
+         (P + "queueing.waitForPodsReady.backoffLimitCount", "2147483647")),
+        ("backoffMaxSeconds 2^31", LAB, put("queueing.waitForPodsReady.backoffMaxSeconds", 2**31),
+         (P + "queueing.waitForPodsReady.backoffMaxSeconds", "2147483647")),
+        ("priority value 2^31", LAB, put("queueing.priorities", {"production": {"value": 2**31}}),
+         (P + "queueing.priorities.production.value", "2147483647")),
+    ],
+    "label keys Kubernetes refuses": [
+        ("topology label of 64 characters", LAB, put("pools.h100.topology", {"rack": "example.com/" + "r" * 64}),
+         (P + "pools.h100.topology.rack", "63 characters")),
+        ("topology level not a DNS label", LAB, put("pools.h100.topology", {"Rack": "topology.kubernetes.io/rack"}),
+         (P + "pools.h100.topology.Rack", "DNS label")),
+        ("topology label not text", LAB, put("pools.h100.topology", {"rack": 5}), (P + "pools.h100.topology.rack",)),
+        ("pool label with a bad prefix", LAB, put("pools.cpu.labels", {"Example.com/tier": "cpu"}),
+         (P + "pools.cpu.labels", "prefix")),
+    ],
+    "reservation of another form": [
+        ("gcp name with a space", GCP, put("pools.h100.reservation", "a3 h100"),
+         (P + "pools.h100.reservation", "name")),
+        ("gcp name starting with a digit", GCP, put("pools.h100.reservation", "3a-h100"),
+         (P + "pools.h100.reservation", "starting with a letter")),
+        ("aws name", AWS, put("pools.h100", {"instanceType": "p5.48xlarge", "count": 1, "capacityType": "reserved",
+                                             "zone": "us-east-1a", "fabric": "none", "reservation": "my-block"}),
+         (P + "pools.h100.reservation", "cr-")),
+        ("azure name", AZURE, both(put("pools.h100.capacityType", "reserved"), put("pools.h100.reservation", "crg")),
+         (P + "pools.h100.reservation", "capacityReservationGroups")),
+    ],
+    "a section given as a scalar or a list": [
+        ("hybrid teams 0", HYBRID, put("teams", 0), (P + "teams", "mapping")),
+        ("hybrid burst []", HYBRID, put("teams.nlp.burst", []), (P + "teams.nlp.burst", "mapping")),
+        ("hybrid burst ''", HYBRID, put("teams.nlp.burst", ""), (P + "teams.nlp.burst", "mapping")),
+    ],
+    "nfs server not a host": [
+        (f"server {server!r}", LOCAL, put("storage.nfs.server", server), (P + "storage.nfs.server", "host name"))
+        for server in ("has space", "-nfs", "nfs_server", "Ünï")
+    ],
+    "a hybrid pool's cluster not named": [
+        (f"cluster {value!r}", HYBRID, put("pools.h100.cluster", value), (P + "pools.h100.cluster", "not a declared"))
+        for value in ({}, [], 5, "lab2")
     ],
     "backoff and waiting times": [
         ("base above max", LAB, put("queueing.waitForPodsReady.backoffBaseSeconds", 7200),
@@ -196,6 +245,20 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
     ("10 L40S per node", LAB, put("pools.l40s.perNode", 10)),
     ("5000 nodes", AWS, both(put("pools.cpu.count", 4980), put("pools.l40s.autoscale.max", 6))),
     ("backoff base equal to max", LAB, put("queueing.waitForPodsReady.backoffBaseSeconds", 3600)),
+    ("4096 cores and 64Ti per node", LAB, both(put("pools.h100.cpu", "4096"), put("pools.h100.memory", "64Ti"))),
+    ("backoffLimitCount at int32's maximum", LAB, put("queueing.waitForPodsReady.backoffLimitCount", 2**31 - 1)),
+    ("gcp reservation shared from another project", GCP,
+     put("pools.h100.reservation", "projects/shared-capacity/reservations/a3-h100")),
+    ("aws capacity reservation id", AWS, put("pools.h100", {"instanceType": "p5.48xlarge", "count": 1,
+                                                            "capacityType": "reserved", "zone": "us-east-1a",
+                                                            "fabric": "none", "reservation": "cr-0123456789abcdef0"})),
+    ("azure capacity reservation group", AZURE, both(put("pools.h100.capacityType", "reserved"), put(
+        "pools.h100.reservation", "/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/"
+                                  "capacityReservationGroups/h100"))),
+    ("nfs server by address", LOCAL, put("storage.nfs.server", "10.0.0.5")),
+    ("nfs server in capitals", LOCAL, put("storage.nfs.server", "NFS.lab.example")),
+    ("hybrid burst left empty", HYBRID, put("teams.nlp.burst", None)),
+    ("topology label of 63 characters", LAB, put("pools.h100.topology", {"rack": "example.com/" + "r" * 63})),
     ("daily ttl 30h, the drill's default age", LAB,
      put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "30h"}})),
     ("drill age equal to the ttl", LAB, put("backup.drill", {"maxBackupAge": "720h"})),

@@ -9,6 +9,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from .names import qualified_name
+
 
 class Strict(BaseModel):
     """Every stack-file model: unknown keys are errors, values are immutable once loaded."""
@@ -17,11 +19,10 @@ class Strict(BaseModel):
 
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
-def _dns_label(value: str) -> str:
+def dns_label(value: str) -> str:
     if len(value) > 63 or not _DNS_LABEL.match(value):
         raise ValueError(
             f"'{value}' is not a DNS label: use at most 63 lowercase letters, digits and '-', "
@@ -30,9 +31,10 @@ def _dns_label(value: str) -> str:
     return value
 
 
-def _label_key(value: str) -> str:
-    if len(value) > 316 or not _LABEL_KEY.match(value):
-        raise ValueError(f"'{value}' is not a valid Kubernetes label key (prefix/name)")
+def label_key(value: str) -> str:
+    problems = qualified_name(value)
+    if problems:
+        raise ValueError(f"'{value}' is not a valid Kubernetes label key ([prefix/]name): {problems[0]}")
     return value
 
 
@@ -42,8 +44,8 @@ def _label_value(value: str) -> str:
     return value
 
 
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-LabelKey = Annotated[str, AfterValidator(_label_key)]
+DnsLabel = Annotated[str, AfterValidator(dns_label)]
+LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Labels = dict[LabelKey, LabelValue]
 def _cidr(value: str) -> str:
@@ -66,6 +68,12 @@ def ipv4_cidr(value: str) -> str:
 Cidr = Annotated[str, AfterValidator(_cidr)]
 PositiveInt = Annotated[int, Field(gt=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+# Fields that land in an int32 of a Kubernetes API or a controller's configuration (Kueue's backoff settings):
+# a larger number is refused there, or stops the controller from reading its configuration.
+INT32_MAX = 2**31 - 1
+PositiveInt32 = Annotated[int, Field(gt=0, le=INT32_MAX)]
+NonNegativeInt32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
 
 _SUFFIX = {
     "": Decimal(1), "m": Decimal("0.001"),

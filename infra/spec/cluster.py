@@ -22,6 +22,20 @@ from .prerequisites import capability_problem
 from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
 from .teams import GroupName
 
+# What a reserved pool's `reservation` is on each cloud (the field each cluster module passes it to): an EC2
+# capacity reservation id (launch template capacityReservationTarget), a Compute Engine reservation name or the
+# path of one shared from another project (GKE reservationAffinity values), and an Azure capacity reservation
+# group's resource id (agent pool capacityReservationGroupID).
+RESERVATION_FORMS: dict[str, tuple[re.Pattern[str], str]] = {
+    "eks": (re.compile(r"^cr-[0-9a-f]{8,17}$"), "an EC2 capacity reservation id such as cr-0123456789abcdef0"),
+    "gke": (re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
+            "a reservation name (lowercase letters, digits and '-', starting with a letter, at most 63) or "
+            "projects/PROJECT/reservations/NAME for one shared from another project"),
+    "aks": (re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
+                       r"capacityReservationGroups/[^/]+$", re.IGNORECASE),
+            "a capacity reservation group id (/subscriptions/.../capacityReservationGroups/NAME)"),
+}
+
 AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
 
 
@@ -430,6 +444,9 @@ class ClusterSpec(Strict):
                        "own launch template: set `zone` and fabric: none")
         if pool.compact and pool.zone is None:
             yield (f"{where}.zone", "a compact placement policy needs the pool in one zone: set `zone`")
+        form, words = RESERVATION_FORMS[kind]
+        if pool.reservation is not None and not form.match(pool.reservation):
+            yield (f"{where}.reservation", f"'{pool.reservation}' is not {words}")
         if self.gke is not None:
             zones = 1 if pool.zone else len(self.gke.zones)
             if pool.autoscale is None and pool.node_count % zones:

@@ -99,6 +99,16 @@ def _mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
+def _optional_mapping(value: Any, where: str, what: str) -> dict[str, Any]:
+    """A section that may be left out (None) but, when given, is a mapping: `teams: 0` or `burst: []` is a
+    mistake, not an empty section."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(where, f"{value!r} is not a mapping: give a mapping of {what}, or leave the key out")
+    return value
+
+
 def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
     roles: dict[str, Role] = {}
     for name, entry in clusters.items():
@@ -132,8 +142,8 @@ def _pool_clusters(pools: dict[str, Any], roles: Mapping[str, Role]) -> dict[str
     owner: dict[str, str] = {}
     for name, pool in pools.items():
         cluster = pool.get("cluster") if isinstance(pool, dict) else None
-        if cluster not in roles:
-            what = "missing" if cluster is None else f"'{cluster}' is not a declared cluster"
+        if not isinstance(cluster, str) or cluster not in roles:
+            what = "missing" if cluster is None else f"{cluster!r} is not a declared cluster"
             raise SpecError(f"{PLATFORM_KEY}.pools.{name}.cluster", f"{what}: name the cluster this pool belongs "
                                                                     f"to, one of {', '.join(roles)}")
         owner[name] = str(cluster)
@@ -148,9 +158,7 @@ def _team_quotas(teams: dict[str, Any], owner: Mapping[str, str], roles: Mapping
             raise SpecError(f"{PLATFORM_KEY}.teams.{team}", f"'{team}' is also a cluster's name, which is the burst "
                                                            "LocalQueue's name in every team namespace: rename one")
         for key, wanted in (("quota", MANAGER), ("burst", WORKER)):
-            section = entry.get(key) or {}
-            if not isinstance(section, dict):
-                raise SpecError(f"{PLATFORM_KEY}.teams.{team}.{key}", "must be a mapping of pool to quota")
+            section = _optional_mapping(entry.get(key), f"{PLATFORM_KEY}.teams.{team}.{key}", "pool to quota")
             for pool in section:
                 cluster = owner.get(pool)
                 if cluster is not None and roles[cluster].role != wanted:
@@ -229,9 +237,8 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
             raise SpecError(f"{PLATFORM_KEY}.clusters", f"two {kind} clusters in one stack: their cloud resources "
                                                         "would share names; use one per cloud (or a stack each)")
     owner = _pool_clusters(_mapping(raw, "pools"), roles)
-    if not isinstance(raw.get("teams") or {}, dict):
-        raise SpecError(f"{PLATFORM_KEY}.teams", "must be a mapping of team name to its declaration")
-    _team_quotas(raw.get("teams") or {}, owner, roles)
+    _team_quotas(_optional_mapping(raw.get("teams"), f"{PLATFORM_KEY}.teams", "team name to its declaration"),
+                 owner, roles)
     manager = next(name for name, role in roles.items() if role.role == MANAGER)
     platforms: dict[str, Platform] = {}
     for name in sorted(roles, key=lambda n: (n != manager, n)):

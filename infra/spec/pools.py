@@ -7,11 +7,25 @@ cloud_catalog, so they are never typed twice, and it gives a fixed `count` or an
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .base import DnsLabel, LabelKey, Labels, LabelValue, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
+from .base import (
+    DnsLabel,
+    LabelKey,
+    Labels,
+    LabelValue,
+    Memory,
+    NonNegativeInt,
+    PositiveInt,
+    Quantity,
+    Strict,
+    dns_label,
+    label_key,
+    parse_quantity,
+)
 from .catalog import gpu_model
 from .cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
 
@@ -19,6 +33,10 @@ POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",
 # kubernetes.io/docs/setup/best-practices/cluster-large/): a pool (or all pools together) beyond that is a typo.
 MAX_NODES = 5000
+# One node's cpu and memory, bounded well above the largest machines sold (AWS u7in-32tb.224xlarge: 896 vCPUs,
+# 32 TiB; docs.aws.amazon.com/ec2/latest/instancetypes/mo.html): a larger figure is a pool's total or a typo.
+MAX_NODE_CPU = 4096
+MAX_NODE_MEMORY_TI = 64
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
@@ -131,7 +149,7 @@ _FROM_CATALOG = ("gpu", "perNode", "per_node", "cpu", "memory")
 
 class PoolSpec(Strict):
     """A group of identical nodes. GPU pools name a GPU model (or an instance type that has GPUs); CPU pools
-    leave `gpu` out."""
+    leave `gpu` out. `cpu` and `memory` are one node's (above zero, at most 4096 cores and 64Ti)."""
 
     instance_type: str | None = Field(default=None, alias="instanceType")
     gpu: str | None = None
@@ -185,6 +203,19 @@ class PoolSpec(Strict):
             gpu_model(name)
         return name
 
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _one_node(cls, value: str, info: ValidationInfo) -> str:
+        amount = parse_quantity(value)
+        limit, shown = ((Decimal(MAX_NODE_CPU), f"{MAX_NODE_CPU} cores") if info.field_name == "cpu" else
+                        (Decimal(MAX_NODE_MEMORY_TI * 2**40), f"{MAX_NODE_MEMORY_TI}Ti"))
+        if amount <= 0:
+            raise ValueError(f"{value!r} is nothing: a node needs some {info.field_name}; give what one node has")
+        if amount > limit:
+            raise ValueError(f"{value!r} is more {info.field_name} than one node has (at most {shown}): give one "
+                             "node's, not the pool's")
+        return value
+
     @field_validator("per_node")
     @classmethod
     def _fits_a_node(cls, per_node: int | None, info: ValidationInfo) -> int | None:
@@ -217,8 +248,18 @@ class PoolSpec(Strict):
     @field_validator("topology", mode="before")
     @classmethod
     def _topology_shorthand(cls, value: object) -> object:
-        # `topology: {rack: label}` is shorthand for `topology: {levels: {rack: label}}`
+        # `topology: {rack: label}` is shorthand for `topology: {levels: {rack: label}}`; its levels are checked
+        # here so that an error names the key the user wrote (topology.rack), not the field it becomes.
         if isinstance(value, dict) and "levels" not in value:
+            for level, label in value.items():
+                if not isinstance(label, str):
+                    raise ValueError(f"{level}: {label!r} is not a node label: give one such as "
+                                     "topology.kubernetes.io/rack")
+                try:
+                    dns_label(str(level))
+                    label_key(label)
+                except ValueError as error:
+                    raise ValueError(f"{level}: {error}") from None
             return {"levels": value}
         return value
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import DnsLabel, NonNegativeInt, PositiveInt, Strict
+from .base import DnsLabel, Int32, NonNegativeInt32, PositiveInt32, Strict
 from .borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ class WaitForPodsReady(Strict):
     timeout: str = Field(default="10m", pattern=DURATION)
     recovery_timeout: str = Field(default="3m", alias="recoveryTimeout", pattern=DURATION)
     block_admission: bool = Field(default=False, alias="blockAdmission")
-    backoff_base_seconds: PositiveInt = Field(default=60, alias="backoffBaseSeconds")
-    backoff_max_seconds: PositiveInt = Field(default=3600, alias="backoffMaxSeconds")
-    backoff_limit_count: NonNegativeInt | None = Field(default=None, alias="backoffLimitCount")
+    backoff_base_seconds: PositiveInt32 = Field(default=60, alias="backoffBaseSeconds")
+    backoff_max_seconds: PositiveInt32 = Field(default=3600, alias="backoffMaxSeconds")
+    backoff_limit_count: NonNegativeInt32 | None = Field(default=None, alias="backoffLimitCount")
 
     @field_validator("timeout", "recovery_timeout")
     @classmethod
@@ -59,7 +59,7 @@ class WaitForPodsReady(Strict):
 class PriorityClass(Strict):
     """A Kueue WorkloadPriorityClass; jobs pick one with the label kueue.x-k8s.io/priority-class."""
 
-    value: int = Field(ge=-(2**31), le=2**31 - 1)
+    value: Int32
     description: str = Field(default="", max_length=2048)
 
 
@@ -79,7 +79,7 @@ class Preemption(Strict):
     within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] | None = Field(
         default=None, alias="withinClusterQueue")
     borrow_within_cohort: Literal["Never", "LowerPriority"] | None = Field(default=None, alias="borrowWithinCohort")
-    borrow_max_priority: int | None = Field(default=None, alias="borrowMaxPriority")
+    borrow_max_priority: Int32 | None = Field(default=None, alias="borrowMaxPriority")
 
     def over(self, default: Preemption) -> Preemption:
         """These settings with the unset ones taken from `default`."""

@@ -7,6 +7,7 @@ Azure Disk/Files/Blob in the clouds). Its default follows the cluster kind, so a
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pydantic import Field, field_validator
 
 from .base import DnsLabel, Quantity, Strict
 from .cron import Cron
+from .names import dns1123_subdomain
 from .regions import aws_region, azure_location
 
 Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]
@@ -49,6 +51,20 @@ class Nfs(Strict):
 
     server: str = Field(min_length=1)
     share: str = Field(pattern=r"^/")
+
+    @field_validator("server")
+    @classmethod
+    def _host(cls, server: str) -> str:
+        """The driver mounts `server:share`: a host name or an IP address, nothing else."""
+        try:
+            ipaddress.ip_address(server)
+            return server
+        except ValueError:
+            pass
+        if dns1123_subdomain(server.lower()):
+            raise ValueError(f"'{server}' is not a host name or an IP address: give the NFS server's name "
+                             "(letters, digits, '-' and '.') or its address")
+        return server
 
 
 class Aws(Strict):
