@@ -112,3 +112,41 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert main(["admit", STACK, str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and str(path) in err
+
+
+# Malformed objects a tenant may submit: each is refused (or admitted, for a null that only unsets a field), never an
+# internal error. The API server validates the schema first and then calls no webhook; a null field is unset.
+MALFORMED: list[tuple[str, Any, str]] = [
+    ("spec", 5, "schema: spec: 5 is not of type 'object'"),
+    ("spec.runtimeRef", "torch-distributed", "schema: spec.runtimeRef"),
+    ("spec.trainer.numNodes", "two", "schema: spec.trainer.numNodes"),
+    ("metadata.labels", ["a"], "schema: metadata.labels: must be a mapping of strings to strings"),
+    ("metadata.annotations", {"a": 1}, "schema: metadata.annotations"),
+]
+
+
+def _with(job: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    *parents, last = path.split(".")
+    target = job
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return job
+
+
+@pytest.mark.parametrize(("path", "value", "refusal"), MALFORMED, ids=[case[0] for case in MALFORMED])
+def test_a_malformed_trainjob_is_refused_by_its_schema_and_reaches_no_webhook(crds: CrdIndex, path: str, value: Any,
+                                                                              refusal: str) -> None:
+    lines = _answer(crds, _with(_example(), path, value))
+    assert any(line.startswith(f"refused TrainJob/vision/resnet-imagenet: {refusal}") for line in lines), lines
+    assert not any(": webhook" in line or ": queue" in line for line in lines), lines
+
+
+def test_without_its_crd_a_malformed_trainjob_is_refused_as_undecodable() -> None:
+    lines = _answer(None, _with(_example(), "spec.runtimeRef", "torch-distributed"))  # type: ignore[arg-type]
+    assert lines[0].startswith("refused TrainJob/vision/resnet-imagenet: decode: a field has the wrong type"), lines
+
+
+def test_a_null_field_is_an_unset_one(crds: CrdIndex) -> None:
+    job = _with(_example(), "spec.trainer.resourcesPerNode", None)
+    assert _answer(crds, job) == _answer(crds, _with(_example(), "spec.trainer.resourcesPerNode", {}))

@@ -44,6 +44,7 @@ def both(*edits: Edit) -> Edit:
 LAB, AWS, GCP, AZURE, LOCAL, HYBRID = "onprem-lab", "aws-prod", "gcp-prod", "azure-prod", "local", "hybrid-burst"
 P = "trainyard:platform."
 
+CLUSTER_NOT_NAMED: tuple[Any, ...] = ({}, [], 5, "lab2")
 # class -> [(case id, stack, edit, words the one line must contain)]
 CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
     "boolean or string taken as a number": [
@@ -124,7 +125,7 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
     ],
     "a hybrid pool's cluster not named": [
         (f"cluster {value!r}", HYBRID, put("pools.h100.cluster", value), (P + "pools.h100.cluster", "not a declared"))
-        for value in ({}, [], 5, "lab2")
+        for value in CLUSTER_NOT_NAMED
     ],
     "backoff and waiting times": [
         ("base above max", LAB, put("queueing.waitForPodsReady.backoffBaseSeconds", 7200),

@@ -178,9 +178,17 @@ def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
                 for p in pruned_fields(obj, schema)]
     validator = jsonschema.Draft7Validator(schema)
     problems += [_describe(e) for e in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path))]
-    name = obj.get("metadata", {}).get("name", "")
-    if not name or dns1123_subdomain(name):
+    metadata = obj.get("metadata", {})
+    name = metadata.get("name", "")
+    if not isinstance(name, str) or not name or dns1123_subdomain(name):
         problems.append(f"metadata.name: '{name}' is not a DNS subdomain")
+    # The API server reads metadata as ObjectMeta whatever the CRD's schema says: labels and annotations are
+    # string-to-string maps.
+    for key in ("labels", "annotations"):
+        value = metadata.get(key)
+        if value is not None and not (isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            problems.append(f"metadata.{key}: must be a mapping of strings to strings")
     return problems
 
 

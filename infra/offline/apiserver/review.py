@@ -15,6 +15,8 @@ from . import crd_rules, podsecurity, queues, vap, webhooks
 from .state import ClusterState
 from .verdict import Refusal, Unchecked
 
+_TYPE_ERROR = " is not of type "  # how the schema check words a value of the wrong type (jsonschema's message)
+
 
 @dataclass
 class Verdict:
@@ -51,18 +53,29 @@ class Reviewer:
         verdict = Verdict(refusals=self.schema(obj), unchecked=list(self.missing_webhooks))
         crd_schema = self.crds.schema(obj.get("apiVersion", ""), obj.get("kind", "")) \
             if self.crds is not None and is_custom(obj, self.crds) else None
-        if crd_schema is not None:
+        # A CRD's rules are skipped when a value has the wrong type (the API server's "blocking" errors), and an
+        # object refused by its schema or rules reaches no validating webhook or policy: the server validates it
+        # before it calls them.
+        if crd_schema is not None and not any(_TYPE_ERROR in refusal.message for refusal in verdict.refusals):
             outcome = crd_rules.evaluate(obj, crd_schema)
             verdict.refusals += outcome.refusals
             verdict.unchecked += outcome.unchecked
             verdict.rules += outcome.evaluated
-        verdict.refusals += webhooks.review(obj, self.cluster, self.webhook_rules)
-        policies = vap.evaluate(vap.Request(obj, operation, user), self.cluster)
-        verdict.refusals += policies.refusals
-        verdict.warnings += policies.warnings
-        verdict.unchecked += policies.unchecked
-        verdict.rules += policies.evaluated
-        verdict.refusals += podsecurity.review(obj, self.cluster)
-        if queues_too:
-            verdict.refusals += queues.review(obj, self.cluster, self.kueue_excluded)
+        if verdict.refusals:
+            return verdict
+        try:
+            verdict.refusals += webhooks.review(obj, self.cluster, self.webhook_rules)
+            policies = vap.evaluate(vap.Request(obj, operation, user), self.cluster)
+            verdict.refusals += policies.refusals
+            verdict.warnings += policies.warnings
+            verdict.unchecked += policies.unchecked
+            verdict.rules += policies.evaluated
+            verdict.refusals += podsecurity.review(obj, self.cluster)
+            if queues_too:
+                verdict.refusals += queues.review(obj, self.cluster, self.kueue_excluded)
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError) as error:
+            # Only an object no schema vetted gets here malformed (a custom resource without its CRD): a webhook
+            # that cannot decode it into its Go type refuses it, and so does this review.
+            verdict.refusals.append(Refusal("decode", "", f"a field has the wrong type or shape for {obj.get('kind')} "
+                                            f"({type(error).__name__}: {str(error)[:120]}): fix the manifest"))
         return verdict
