@@ -16,7 +16,7 @@ from infra.spec import Platform, SpecError, load_file, stack_path
 from infra.spec.load import read_stack_config
 
 from .review import Reviewer
-from .state import ClusterState
+from .state import ClusterState, decoded
 from .verdict import Refusal, subject
 
 TENANT = "trainyard-tenant"  # the user the policies see: a tenant, not the platform
@@ -65,21 +65,12 @@ def _missing_namespace(obj: dict[str, Any], cluster: ClusterState) -> list[Refus
     return []
 
 
-def _decoded(value: Any) -> Any:
-    """The object as the API server decodes it: a `null` field is an unset one (Go's zero value), not a value."""
-    if isinstance(value, dict):
-        return {key: _decoded(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_decoded(item) for item in value]
-    return value
-
-
 def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
            crds: CrdIndex | None) -> tuple[list[str], int]:
     """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
     what the stack renders plus what is submitted together. Each is a CREATE: the API server drops `status`
     before admission (it is the controllers' to write, through the status subresource)."""
-    submitted = [_decoded({key: value for key, value in obj.items() if key != "status"}) for obj in submitted]
+    submitted = [decoded({key: value for key, value in obj.items() if key != "status"}) for obj in submitted]
     cluster = ClusterState([obj for _, obj in objects(capture)] + submitted)
     reviewer = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes)
     lines: list[str] = []

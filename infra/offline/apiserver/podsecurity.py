@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .state import ClusterState
+from .state import ClusterState, decoded
 from .verdict import Refusal
 
 FAMILY = "pod-security"
@@ -141,19 +141,10 @@ def level_of(namespace: str, cluster: ClusterState) -> str:
     return level if level in LEVELS else "restricted"  # an unknown level fails closed, as the server does
 
 
-def _without_nulls(value: Any) -> Any:
-    """The object as the API server decodes it: a null field is an absent one (charts render `volumes: null`)."""
-    if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value]
-    return value
-
-
 def review(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     if str(obj.get("kind")) not in POD_KINDS:  # nothing to judge: not worth copying (a CRD is megabytes)
         return []
-    obj = _without_nulls(obj)
+    obj = decoded(obj)
     namespace = str(obj.get("metadata", {}).get("namespace", ""))
     level = level_of(namespace, cluster) if namespace else "privileged"
     if level == "privileged":

@@ -11,6 +11,16 @@ TRAINER_GROUP = "trainer.kubeflow.org"
 NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
 
 
+def decoded(value: Any) -> Any:
+    """An object as the API server decodes it: a `null` field is an unset one (Go's zero value), not a value
+    (charts render `volumes: null`; a tenant may write `requests: null`)."""
+    if isinstance(value, dict):
+        return {key: decoded(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [decoded(item) for item in value]
+    return value
+
+
 def _name(obj: dict[str, Any]) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 
