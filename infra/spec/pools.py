@@ -33,8 +33,9 @@ POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",
 # kubernetes.io/docs/setup/best-practices/cluster-large/): a pool (or all pools together) beyond that is a typo.
 MAX_NODES = 5000
-# One node's cpu and memory, bounded well above the largest machines sold (AWS u7in-32tb.224xlarge: 896 vCPUs,
-# 32 TiB; docs.aws.amazon.com/ec2/latest/instancetypes/mo.html): a larger figure is a pool's total or a typo.
+# One node's cpu and memory, bounded well above the largest machines sold (under a thousand vCPUs; AWS High Memory
+# instances hold tens of TiB: docs.aws.amazon.com/AWSEC2/latest/UserGuide/memory-optimized-instances.html): a
+# larger figure is a pool's total or a typo.
 MAX_NODE_CPU = 4096
 MAX_NODE_MEMORY_TI = 64
 GPU_RESOURCE = "nvidia.com/gpu"
