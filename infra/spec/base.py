@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .names import qualified_name
+from .names import dns1123_label, label_value, qualified_name
 
 
 class Strict(BaseModel):
@@ -18,12 +18,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-
-
 def dns_label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
+    if dns1123_label(value):
         raise ValueError(
             f"'{value}' is not a DNS label: use at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -39,7 +35,7 @@ def label_key(value: str) -> str:
 
 
 def _label_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if label_value(value):
         raise ValueError(f"'{value}' is not a valid Kubernetes label value")
     return value
 

@@ -146,7 +146,7 @@ def _pool_clusters(pools: dict[str, Any], roles: Mapping[str, Role]) -> dict[str
             what = "missing" if cluster is None else f"{cluster!r} is not a declared cluster"
             raise SpecError(f"{PLATFORM_KEY}.pools.{name}.cluster", f"{what}: name the cluster this pool belongs "
                                                                     f"to, one of {', '.join(roles)}")
-        owner[name] = str(cluster)
+        owner[name] = cluster
     return owner
 
 
