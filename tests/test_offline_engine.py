@@ -14,7 +14,7 @@ from typing import Any, cast
 import pulumi
 import pytest
 
-from infra.offline import engine
+from infra.offline import engine, plan
 from infra.offline.chartcache import ChartCacheError
 from infra.offline.charts import CHART_TYPE, Rendered
 from infra.offline.plan import objects, plan_document, render_plan_json, write
@@ -110,6 +110,49 @@ def test_two_runs_render_byte_identical_trees(tmp_path: Path) -> None:
         files += len(current.same_files)
         stack.extend(current.subdirs.values())
     assert files > 20
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_chart_manifests_read_from_the_cache_are_those_written_afresh(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    capture = capture_of("onprem-lab")
+    monkeypatch.setenv("TRAINYARD_CACHE", str(tmp_path / "cache"))
+    with monkeypatch.context() as uncached:
+        uncached.setattr(plan, "cached", lambda kind, key, compute: compute())
+        write(capture, tmp_path / "fresh")
+    write(capture, tmp_path / "stored")
+    monkeypatch.setattr(plan, "_all_texts", lambda objs: pytest.fail("a chart's manifests were written again"))
+    write(capture, tmp_path / "read")
+    fresh = _tree(tmp_path / "fresh")
+    assert sum(1 for name in fresh if name.startswith("manifests/")) > 400
+    assert fresh == _tree(tmp_path / "stored") == _tree(tmp_path / "read")
+
+
+def _chart_capture(data: dict[str, Any]) -> engine.Capture:
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}, "data": data}
+    record = engine.Registration(type="kubernetes:core/v1:ConfigMap", name="c", urn="urn:c", parent="", custom=True,
+                                 remote=False, inputs=obj, depends_on=(), protect=False, retain_on_delete=False,
+                                 provider="", chart=f"{CHART_TYPE}::x")
+    return engine.Capture(stack="s", project="p", resources=(record,), outputs={})
+
+
+def test_a_cached_chart_manifest_is_never_another_objects_text(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects Python finds equal (1, 1.0, True), that print alike in JSON, or that differ only in sharing a part
+    (a YAML anchor) each get their own text from one cache."""
+    shared = {"k": "v"}
+    variants: list[dict[str, Any]] = [{"a": shared, "b": shared}, {"a": {"k": "v"}, "b": {"k": "v"}},
+                                      {"a": 1}, {"a": True}, {"a": 1.0}, {"a": "1"}, {"a": None}, {"a": 1}]
+    monkeypatch.setenv("TRAINYARD_CACHE", str(tmp_path / "cache"))
+    texts = []
+    for number, data in enumerate(variants):
+        write(_chart_capture(data), tmp_path / str(number))
+        texts.append((tmp_path / str(number) / "manifests" / "n" / "ConfigMap-c.yaml").read_text(encoding="utf-8"))
+    assert texts == [plan.manifest_text(_chart_capture(data).resources[0].inputs) for data in variants]
+    assert "&id001" in texts[0] and len(set(texts)) == len(variants) - 1  # the last repeats the third
 
 
 @pytest.mark.parametrize("stack", STACKS)

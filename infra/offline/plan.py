@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 import shutil
+from collections import defaultdict
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from infra.spec.load import read_stack_config
 from . import engine
 from .charts import HOOK, Rendered
 from .clusters import split
+from .diskcache import cached, source_hash
 from .engine import Capture, Registration
 
 KUBERNETES = "kubernetes:"
@@ -82,19 +87,49 @@ def write(capture: Capture, out: Path, clusters: Mapping[str, Capture] | None = 
         shutil.rmtree(manifests)
     manifests.mkdir(parents=True)
     (out / "plan.json").write_text(render_plan_json(capture), encoding="utf-8")
-    count = 0
     parts = clusters or {"": capture}
+    placed = [(folder, record, obj) for folder, part in parts.items() for record, obj in objects(part)]
     folders: set[str] = set()  # plain strings and one makedirs per folder: a large platform writes ~30 000 files
-    for folder, obj in ((name, obj) for name, part in parts.items() for _, obj in objects(part)):
+    for (folder, _, obj), text in zip(placed, _texts([(record, obj) for _, record, obj in placed]), strict=True):
         path = os.path.join(manifests, folder, manifest_path(obj))
         directory = os.path.dirname(path)
         if directory not in folders:
             os.makedirs(directory, exist_ok=True)
             folders.add(directory)
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False))
-        count += 1
-    return count
+            handle.write(text)
+    return len(placed)
+
+
+def manifest_text(obj: dict[str, Any]) -> str:
+    return yaml.dump(obj, Dumper=yaml.CSafeDumper, sort_keys=True, default_flow_style=False)
+
+
+_CODE = source_hash(Path(__file__))  # how a manifest is written
+
+
+def _all_texts(objs: list[dict[str, Any]]) -> list[str]:
+    return [manifest_text(obj) for obj in objs]
+
+
+def _texts(placed: list[tuple[Registration, dict[str, Any]]]) -> list[str]:
+    """Each object's manifest. A chart's objects are nearly all of a stack's bytes (CRDs) and nearly all the time
+    spent writing them: their texts are kept in the cache per chart, keyed by the objects' pickle, which holds
+    every value, its type and which parts are one shared object (YAML anchors), so equal keys write equal text."""
+    texts = [""] * len(placed)
+    by_chart: dict[str, list[int]] = defaultdict(list)
+    for index, (record, obj) in enumerate(placed):
+        if record.chart:
+            by_chart[record.chart].append(index)
+        else:
+            texts[index] = manifest_text(obj)
+    for indexes in by_chart.values():
+        chart_objects = [placed[index][1] for index in indexes]
+        digest = hashlib.sha256(pickle.dumps(chart_objects, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+        chart_texts = cached("manifests", [digest, yaml.__version__, _CODE], partial(_all_texts, chart_objects))
+        for index, text in zip(indexes, chart_texts, strict=True):
+            texts[index] = text
+    return texts
 
 
 def render_stack(path: Path, platform: Platform, out: Path) -> tuple[Capture, int]:
