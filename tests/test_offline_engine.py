@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import functools
 import importlib
 import inspect
 import json
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -118,7 +120,10 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_chart_manifests_read_from_the_cache_are_those_written_afresh(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    capture = capture_of("onprem-lab")
+    full = capture_of("local")
+    sizes = Counter(r.chart for r in full.resources if r.chart)
+    two_charts = sorted(sizes, key=lambda chart: (sizes[chart], chart))[:2]  # the smallest: the test stays quick
+    capture = dataclasses.replace(full, resources=tuple(r for r in full.resources if r.chart in ("", *two_charts)))
     monkeypatch.setenv("TRAINYARD_CACHE", str(tmp_path / "cache"))
     with monkeypatch.context() as uncached:
         uncached.setattr(plan, "cached", lambda kind, key, compute: compute())
@@ -127,7 +132,7 @@ def test_chart_manifests_read_from_the_cache_are_those_written_afresh(tmp_path: 
     monkeypatch.setattr(plan, "_all_texts", lambda objs: pytest.fail("a chart's manifests were written again"))
     write(capture, tmp_path / "read")
     fresh = _tree(tmp_path / "fresh")
-    assert sum(1 for name in fresh if name.startswith("manifests/")) > 400
+    assert sum(1 for name in fresh if name.startswith("manifests/")) > len(capture.resources) // 2
     assert fresh == _tree(tmp_path / "stored") == _tree(tmp_path / "read")
 
 
