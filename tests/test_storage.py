@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ VARIANTS = {
 }
 
 
+@functools.cache  # three tests read the gcp variant, two the aws and azure ones: one run each per worker
 def _variant(profile: str) -> tuple[Any, Any]:
     raw = raw_platform("onprem-lab")
     raw["storage"] = VARIANTS[profile]
