@@ -293,6 +293,13 @@ YAML_CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("config key twice", LAB_TEXT + "  trainyard:platform: {}\n", ("trainyard:platform", "given twice")),
     ("yes as a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: {h100: yes, l40s: 8}"),
      (P + "teams.nlp.quota.h100", "boolean", "yes")),
+    # A set would print in hash order (a message that changes from run to run); bytes and pairs are no setting's type.
+    ("a set for a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!set {h100, l40s}"),
+     (P + "teams.nlp.quota", "!!set", "write a list")),
+    ("bytes for a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!binary aDEwMA=="),
+     (P + "teams.nlp.quota", "!!binary", "write text")),
+    ("pairs for pools", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!pairs [{h100: 12}]"),
+     (P + "teams.nlp.quota", "!!pairs", "write a mapping")),
 ]
 
 

@@ -59,12 +59,21 @@ def _check_size(root: Node) -> None:
     size(root)
 
 
+# Tags that build values no stack setting takes (a Python set, bytes, ordered pairs): refused by name, as a list or
+# a mapping is what the user meant.
+_NOT_PLAIN = {f"tag:yaml.org,2002:{name}": form for name, form in (
+    ("set", "a list"), ("omap", "a mapping"), ("pairs", "a mapping"), ("binary", "text"))}
+
+
 def _check_duplicates(node: Node, path: str, seen: set[int]) -> None:
     """Refuse a key given twice in one mapping, naming its key path and both lines (merge keys `<<` excepted:
-    overriding a merged key is what they are for)."""
+    overriding a merged key is what they are for), and a value tagged as a set, pairs or bytes."""
     if id(node) in seen:
         return
     seen.add(id(node))
+    if node.tag in _NOT_PLAIN:
+        raise YamlInputError(f"!!{node.tag.rsplit(':', 1)[-1]} at line {_line(node)} is not a stack file value: "
+                             f"write {_NOT_PLAIN[node.tag]}", path)
     if isinstance(node, MappingNode):
         lines: dict[str, int] = {}
         for key, value in node.value:
