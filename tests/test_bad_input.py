@@ -298,7 +298,7 @@ YAML_CASES: list[tuple[str, str, tuple[str, ...]]] = [
      (P + "teams.nlp.quota", "!!set", "write a list")),
     ("bytes for a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!binary aDEwMA=="),
      (P + "teams.nlp.quota", "!!binary", "write text")),
-    ("pairs for pools", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!pairs [{h100: 12}]"),
+    ("pairs for a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: !!pairs [{h100: 12}]"),
      (P + "teams.nlp.quota", "!!pairs", "write a mapping")),
 ]
 
