@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.offline import charts
 from infra.offline.chartcache import VENDORED, ChartCacheError, content_digest, ensure
@@ -172,3 +173,18 @@ def test_a_key_values_yaml_leaves_out_counts_only_when_a_template_reads_it() -> 
     assert not read_by_templates("dcgmExporter.configs", templates)
     assert not read_by_templates("extraArg.v", templates)
     assert not read_by_templates("image", templates)
+
+
+def test_a_template_parsed_before_gives_each_caller_its_own_equal_objects() -> None:
+    """Template output is parsed once per text (charts._PARSED): every later caller gets the same documents, an
+    anchor's parts still one object within a document, and objects of its own to change."""
+    text = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: &l {app: x}, annotations: *l}\n"
+            "data: {k: '1'}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: b}\n---\n# only a comment\n")
+    manifests = {"templates/a.yaml": text, "templates/NOTES.txt": "not YAML: {"}
+    first, second = list(charts._documents(manifests)), list(charts._documents(manifests))
+    assert first == second == [d for d in yaml.safe_load_all(text) if d]
+    for documents in (first, second):
+        assert documents[0]["metadata"]["labels"] is documents[0]["metadata"]["annotations"]
+    assert second[0]["metadata"]["labels"] is not first[0]["metadata"]["labels"]
+    first[0]["data"]["k"] = "changed"
+    assert next(iter(charts._documents(manifests)))["data"]["k"] == "1"

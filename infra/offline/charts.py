@@ -9,7 +9,9 @@ are not installed by `helm.v4.Chart` (pulumi-kubernetes#3284): they are kept apa
 
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -106,11 +108,25 @@ def _with_nulls(merged: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     return combined
 
 
+# A template's output parsed, by its text: most of a chart's output (its CRDs) reads the same in every values
+# variant and every stack, and unpickling it is an order of magnitude faster than parsing the YAML again.
+_PARSED: dict[str, bytes] = {}
+
+
+def _parsed(text: str) -> list[Any]:
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest in _PARSED:
+        return pickle.loads(_PARSED[digest])
+    documents = list(yaml.load_all(text, Loader=ManifestLoader))
+    _PARSED[digest] = pickle.dumps(documents, protocol=pickle.HIGHEST_PROTOCOL)
+    return documents
+
+
 def _documents(manifests: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     for template in sorted(manifests):
         if template.endswith("NOTES.txt"):
             continue
-        for document in yaml.load_all(manifests[template], Loader=ManifestLoader):
+        for document in _parsed(manifests[template]):
             if isinstance(document, dict) and document.get("kind"):
                 yield document
 
