@@ -176,7 +176,7 @@ def test_a_key_values_yaml_leaves_out_counts_only_when_a_template_reads_it() -> 
 
 
 def test_a_template_parsed_before_gives_each_caller_its_own_equal_objects() -> None:
-    """Template output is parsed once per text (charts._PARSED): every later caller gets the same documents, an
+    """Template output is parsed once per text (charts._parsed): every later caller gets the same documents, an
     anchor's parts still one object within a document, and objects of its own to change."""
     text = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: &l {app: x}, annotations: *l}\n"
             "data: {k: '1'}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: b}\n---\n# only a comment\n")

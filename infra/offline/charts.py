@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from infra.spec.versions import CHART_CACHE, Chart
 
 from . import schema
 from .chartcache import ROOT, ChartCacheError, content_digest, ensure
-from .diskcache import cached, source_hash
+from .diskcache import cached, remembered, source_hash
 from .schema import ManifestLoader
 
 CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
@@ -108,18 +107,11 @@ def _with_nulls(merged: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     return combined
 
 
-# A template's output parsed, by its text: most of a chart's output (its CRDs) reads the same in every values
-# variant and every stack, and unpickling it is an order of magnitude faster than parsing the YAML again.
-_PARSED: dict[str, bytes] = {}
-
-
 def _parsed(text: str) -> list[Any]:
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    if digest in _PARSED:
-        return pickle.loads(_PARSED[digest])
-    documents = list(yaml.load_all(text, Loader=ManifestLoader))
-    _PARSED[digest] = pickle.dumps(documents, protocol=pickle.HIGHEST_PROTOCOL)
-    return documents
+    """A template's output parsed once per text in this process: most of a chart's output (its CRDs) reads the
+    same in every values variant and every stack, and unpickling it is far faster than parsing the YAML again."""
+    return remembered("parsed", [hashlib.sha256(text.encode()).hexdigest()],
+                      lambda: list(yaml.load_all(text, Loader=ManifestLoader)))
 
 
 def _documents(manifests: Mapping[str, str]) -> Iterator[dict[str, Any]]:

@@ -61,6 +61,17 @@ def cached(kind: str, key: Iterable[Any], compute: Callable[[], T]) -> T:
     return value
 
 
+def remembered(kind: str, key: Iterable[Any], compute: Callable[[], T]) -> T:
+    """compute()'s value for `key`, kept in this process only (no file: for values cheap to compute once but
+    many, such as one parsed template); each call unpickles afresh, as cached() does."""
+    digest = key_of([kind, *key])
+    if digest in _MEMORY:
+        return pickle.loads(_MEMORY[digest])
+    value = compute()
+    _MEMORY[digest] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return value
+
+
 def latest(kind: str, slot: str, key: Iterable[Any], compute: Callable[[], T]) -> T:
     """compute()'s value for `key`, kept as the one value of `slot`: another key replaces it rather than adding a
     file beside it (a stack's whole run is tens of megabytes; a file per edit of the code would pile up). The
