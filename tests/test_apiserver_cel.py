@@ -4,12 +4,16 @@ schema node, defaulted first, transition rules as an unchanged update, unevaluab
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
+import celpy
 import pytest
+from celpy import celtypes
+from celpy.evaluation import base_functions
 
 from infra.offline.apiserver import crd_rules
-from infra.offline.apiserver.cel import compiled, to_cel
+from infra.offline.apiserver.cel import LOGIC, EvalError, compiled, to_cel
 from infra.offline.schema import CrdIndex
 
 from .conftest import CRDS, platform_of
@@ -118,3 +122,37 @@ def test_kubernetes_library_functions() -> None:
     assert compiled("quantity('1Gi').isGreaterThan(quantity('1G'))").run({})
     assert not compiled("quantity('1G').isGreaterThan(quantity('1G'))").run({})
     assert compiled("'a,b'.split(',').join('-')").run({}) == "a-b"
+
+
+OPERANDS = [celtypes.BoolType(True), celtypes.BoolType(False), celpy.CELEvalError("no such key: x"),
+            celtypes.IntType(1), celtypes.StringType("a")]
+
+
+@pytest.mark.parametrize("symbol", ["_||_", "_&&_"])
+def test_logic_operators_answer_as_celpys_own_on_every_operand_kind(symbol: str) -> None:
+    """`||` and `&&` without operand dumps give celpy's answer for every pair: the same value, or a TypeError."""
+    def outcome(operator: Any, left: Any, right: Any) -> Any:
+        try:
+            return ("value", operator(left, right))
+        except TypeError:
+            return ("TypeError", None)
+    for left, right in itertools.product(OPERANDS, repeat=2):
+        ours, celpys = outcome(LOGIC[symbol], left, right), outcome(base_functions[symbol], left, right)
+        assert ours[0] == celpys[0] and ours[1] is celpys[1], (symbol, left, right)
+
+
+@pytest.mark.parametrize("expression", ["self.a.x || self.b.y", "self.a.x && self.b.y", "self.a.x || true",
+                                        "false && self.b.y", "has(self.a) || self.b.y == 1"])
+def test_an_expression_over_missing_fields_answers_and_fails_as_with_celpys_operators(expression: str) -> None:
+    """Same value, or the same error text, as celpy's own operators (only the TypeError inside differs)."""
+    environment = celpy.Environment()
+    plain = environment.program(environment.compile(expression))
+    activation = {"self": to_cel({"c": 1})}
+
+    def answer(evaluate: Any) -> tuple[str, Any]:
+        try:
+            result = evaluate(activation)
+        except (celpy.CELEvalError, EvalError) as error:
+            return "error", str(error.args[0])[:200]
+        return ("error", str(result.args[0])[:200]) if isinstance(result, celpy.CELEvalError) else ("value", result)
+    assert answer(compiled(expression).run) == answer(plain.evaluate)
