@@ -37,7 +37,7 @@ validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/prune-cache
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +94,45 @@ def test_a_damaged_slot_is_computed_again(cache: Path) -> None:
     calls, compute = _counting("good")
     assert diskcache.latest("capture", "lab", ["k"], compute) == "good" and len(calls) == 1
     assert diskcache.latest("capture", "lab", ["k"], compute) == "good" and len(calls) == 1
+
+
+def _age(cache: Path, seconds: float) -> None:
+    """Every file of the cache as if last written or read `seconds` ago."""
+    for path in cache.rglob("*"):
+        if path.is_file():
+            then = path.stat().st_mtime - seconds
+            os.utime(path, (then, then))
+
+
+def test_prune_keeps_what_was_read_or_written_since_the_moment_and_removes_the_rest(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("read", "unused"):
+        diskcache.cached("t", [key], functools.partial(str, key))
+    diskcache.latest("slot", "stack", ["old"], lambda: "run")
+    _age(cache, 3600)
+    moment = time.time() - 60
+    monkeypatch.setattr(diskcache, "_MEMORY", {})  # a later run: reads from disk
+    assert diskcache.cached("t", ["read"], lambda: "computed again") == "read"
+    assert diskcache.latest("slot", "stack", ["old"], lambda: "computed again") == "run"
+    diskcache.cached("t", ["new"], lambda: "new")
+    files, freed = diskcache.prune(moment)
+    assert files >= 1 and freed > 0
+    monkeypatch.setattr(diskcache, "_MEMORY", {})
+    found = {key: diskcache.cached("t", [key], functools.partial(str, f"computed {key}"))
+             for key in ("read", "unused", "new")}
+    assert found == {"read": "read", "unused": "computed unused", "new": "new"}
+    assert diskcache.latest("slot", "stack", ["old"], lambda: "computed again") == "run"
+
+
+def test_prune_script_names_a_missing_start_marker_and_removes_nothing(cache: Path) -> None:
+    diskcache.cached("t", ["k"], lambda: "v")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "prune-cache"
+    done = subprocess.run([sys.executable, str(script), "--unused-since", str(cache / "missing")],
+                          capture_output=True, text=True, env={**os.environ, "TRAINYARD_CACHE": str(cache)})
+    assert done.returncode == 2 and "--unused-since" in done.stderr and "no such file" in done.stderr
+    assert len(list((cache / "t").glob("*.pickle"))) == 1
+    marker = cache / "start"
+    marker.touch()
+    done = subprocess.run([sys.executable, str(script), "--unused-since", str(marker)],
+                          capture_output=True, text=True, env={**os.environ, "TRAINYARD_CACHE": str(cache)})
+    assert done.returncode == 0 and "removed" in done.stdout

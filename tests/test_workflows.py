@@ -84,6 +84,19 @@ def test_the_offline_gate_fetches_crds_before_any_test_into_the_directory_the_te
     assert workflow["env"]["CRDS"] and "--crds \"$CRDS\"" in str(steps[_index(steps, _runs("trainyard validate"))])
 
 
+def test_the_saved_cache_holds_only_what_the_run_used() -> None:
+    """The run's start is marked after the cache is restored and before anything reads it; the prune runs after the
+    last step that reads it (the diffs) against that same marker, and the cache action saves after every step."""
+    steps = _workflows()["pull-request"]["jobs"]["offline"]["steps"]
+    restore = _index(steps, lambda s: _uses(s) == "actions/cache" and s["with"]["path"] == ".cache/offline")
+    mark, test = _index(steps, _runs("touch .cache/run-start")), _index(steps, _runs("make test"))
+    prune = _index(steps, _runs("scripts/prune-cache --unused-since .cache/run-start"))
+    readers = [i for i, step in enumerate(steps) if _runs("trainyard")(step) or _runs("make test")(step)]
+    assert restore < mark < min(readers) and test in readers and len(readers) >= 4
+    assert prune > max(readers)
+    assert (ROOT / "scripts" / "prune-cache").stat().st_mode & 0o111
+
+
 def test_the_rendered_diff_is_posted_on_the_pull_request() -> None:
     steps = _workflows()["pull-request"]["jobs"]["offline"]["steps"]
     diff = _index(steps, _runs("trainyard diff"))

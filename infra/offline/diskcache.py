@@ -94,18 +94,40 @@ def _load_slot(path: Path, digest: str) -> tuple[Any] | None:
         with path.open("rb") as handle:
             if handle.readline() != digest.encode() + b"\n":
                 return None
-            return (pickle.load(handle),)
+            found = (pickle.load(handle),)
     except (OSError, pickle.UnpicklingError, EOFError, ValueError):
         return None
+    _mark_used(path)
+    return found
 
 
 def _load(path: Path) -> tuple[bytes, Any] | None:
     """A stored value and its bytes; None when missing or unreadable (then computed again and replaced)."""
     try:
         blob = path.read_bytes()
-        return blob, pickle.loads(blob)
+        found = blob, pickle.loads(blob)
     except (OSError, pickle.UnpicklingError, EOFError, ValueError):
         return None
+    _mark_used(path)
+    return found
+
+
+def _mark_used(path: Path) -> None:
+    """A value read is marked as used now (its file's mtime), so prune() keeps what recent runs read."""
+    with contextlib.suppress(OSError):  # a read-only cache is read all the same
+        os.utime(path)
+
+
+def prune(unused_since: float) -> tuple[int, int]:
+    """Removes every file of the cache that no process has written or read since `unused_since` (seconds since the
+    epoch): values of older code or inputs, which no key names any more. Returns (files, bytes) removed."""
+    files = freed = 0
+    for path in sorted(cache_dir().rglob("*")):
+        stat = path.stat()
+        if path.is_file() and stat.st_mtime < unused_since:
+            path.unlink()
+            files, freed = files + 1, freed + stat.st_size
+    return files, freed
 
 
 @contextlib.contextmanager
