@@ -124,12 +124,16 @@ def test_prune_keeps_what_was_read_or_written_since_the_moment_and_removes_the_r
     assert diskcache.latest("slot", "stack", ["old"], lambda: "computed again") == "run"
 
 
-def test_prune_script_names_a_missing_start_marker_and_removes_nothing(cache: Path) -> None:
+def test_prune_script_refuses_a_missing_marker_or_no_days_and_removes_nothing(cache: Path) -> None:
     diskcache.cached("t", ["k"], lambda: "v")
     script = Path(__file__).resolve().parents[1] / "scripts" / "prune-cache"
     done = subprocess.run([sys.executable, str(script), "--unused-since", str(cache / "missing")],
                           capture_output=True, text=True, env={**os.environ, "TRAINYARD_CACHE": str(cache)})
     assert done.returncode == 2 and "--unused-since" in done.stderr and "no such file" in done.stderr
+    for days in ("0", "-1", "nan"):
+        done = subprocess.run([sys.executable, str(script), "--days", days], capture_output=True, text=True,
+                              env={**os.environ, "TRAINYARD_CACHE": str(cache)})
+        assert done.returncode == 2 and "above 0" in done.stderr, days
     assert len(list((cache / "t").glob("*.pickle"))) == 1
     marker = cache / "start"
     marker.touch()

@@ -122,11 +122,12 @@ def prune(unused_since: float) -> tuple[int, int]:
     """Removes every file of the cache that no process has written or read since `unused_since` (seconds since the
     epoch): values of older code or inputs, which no key names any more. Returns (files, bytes) removed."""
     files = freed = 0
-    for path in sorted(cache_dir().rglob("*")):
-        stat = path.stat()
-        if path.is_file() and stat.st_mtime < unused_since:
-            path.unlink()
-            files, freed = files + 1, freed + stat.st_size
+    for path in cache_dir().rglob("*"):
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another prune
+            stat = path.lstat()
+            if path.is_file() and stat.st_mtime < unused_since:
+                path.unlink()
+                files, freed = files + 1, freed + stat.st_size
     return files, freed
 
 
