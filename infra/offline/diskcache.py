@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import pickle
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -35,6 +36,12 @@ def source_hash(*paths: Path) -> str:
     for path in paths:
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def content_key(value: Any) -> str:
+    """A value's part of a key: the hash of its pickle, which holds every value, its type (1, 1.0, True and "1"
+    differ) and which parts are one shared object (YAML anchors)."""
+    return hashlib.sha256(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
 
 
 def key_of(parts: Iterable[Any]) -> str:
@@ -124,10 +131,10 @@ def prune(unused_since: float) -> tuple[int, int]:
     files = freed = 0
     for path in cache_dir().rglob("*"):
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another prune
-            stat = path.lstat()
-            if path.is_file() and stat.st_mtime < unused_since:
+            found = path.lstat()
+            if stat.S_ISREG(found.st_mode) and found.st_mtime < unused_since:
                 path.unlink()
-                files, freed = files + 1, freed + stat.st_size
+                files, freed = files + 1, freed + found.st_size
     return files, freed
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 import shutil
 from collections import defaultdict
 from collections.abc import Mapping
@@ -21,7 +19,7 @@ from infra.spec.load import read_stack_config
 from . import engine
 from .charts import HOOK, Rendered
 from .clusters import split
-from .diskcache import cached, source_hash
+from .diskcache import cached, content_key, source_hash
 from .engine import Capture, Registration
 
 KUBERNETES = "kubernetes:"
@@ -114,8 +112,8 @@ def _all_texts(objs: list[dict[str, Any]]) -> list[str]:
 
 def _texts(placed: list[tuple[Registration, dict[str, Any]]]) -> list[str]:
     """Each object's manifest. A chart's objects are nearly all of a stack's bytes (CRDs) and nearly all the time
-    spent writing them: their texts are kept in the cache per chart, keyed by the objects' pickle, which holds
-    every value, its type and which parts are one shared object (YAML anchors), so equal keys write equal text."""
+    spent writing them: their texts are kept in the cache per chart, keyed by the objects' content_key, so equal
+    keys write equal text."""
     texts = [""] * len(placed)
     by_chart: dict[str, list[int]] = defaultdict(list)
     for index, (record, obj) in enumerate(placed):
@@ -125,8 +123,8 @@ def _texts(placed: list[tuple[Registration, dict[str, Any]]]) -> list[str]:
             texts[index] = manifest_text(obj)
     for indexes in by_chart.values():
         chart_objects = [placed[index][1] for index in indexes]
-        digest = hashlib.sha256(pickle.dumps(chart_objects, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
-        chart_texts = cached("manifests", [digest, yaml.__version__, _CODE], partial(_all_texts, chart_objects))
+        chart_texts = cached("manifests", [content_key(chart_objects), yaml.__version__, _CODE],
+                             partial(_all_texts, chart_objects))
         for index, text in zip(indexes, chart_texts, strict=True):
             texts[index] = text
     return texts

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import pickle
 import re
 import tarfile
 from collections.abc import Iterator, Sequence
@@ -22,7 +21,7 @@ from referencing import Registry, Resource
 from infra.spec import Finding
 from infra.spec.names import dns1123_subdomain
 
-from .diskcache import cached, remembered, source_hash
+from .diskcache import cached, content_key, remembered, source_hash
 
 # API group -> the component whose CRDs define it (a directory under --crds).
 CRD_COMPONENTS = {
@@ -214,13 +213,9 @@ def _definitions(folder: str, k8s_version: str) -> Registry[Any]:
 
 def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
     """kubernetes-validate's strict schemas (unknown fields are errors), validators cached per kind. An object's
-    problems are kept for this process by its content (its pickle: every value and type): a stack's runs and their
-    variants validate the same objects again and again, the charts' CRDs of megabytes among them."""
-    try:
-        content = hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return _check_core(obj, k8s_version)
-    return remembered("core-schema", [k8s_version, content], lambda: _check_core(obj, k8s_version))
+    problems are kept for this process by its content_key: a stack's runs and their variants validate the same
+    objects again and again, the charts' CRDs of megabytes among them."""
+    return remembered("core-schema", [k8s_version, content_key(obj)], lambda: _check_core(obj, k8s_version))
 
 
 def _check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
