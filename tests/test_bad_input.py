@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.cli import main
-from infra.spec import SpecError, validate
+from infra.spec import SpecError, load_file, validate
 from infra.spec.load import PLATFORM_KEY
 
 from .conftest import ROOT, raw_platform, stack_file, write_stack
@@ -45,6 +45,11 @@ LAB, AWS, GCP, AZURE, LOCAL, HYBRID = "onprem-lab", "aws-prod", "gcp-prod", "azu
 P = "trainyard:platform."
 
 CLUSTER_NOT_NAMED: tuple[Any, ...] = ({}, [], 5, "lab2")
+# Credentials in the formats their issuers publish (the documentation's own example values where there is one).
+TOKENS = [("GitHub token", "ghp_" + "a1B2" * 9), ("GitHub token", "github_pat_" + "11ABCDEFG0" * 4),
+          ("Slack token", "xoxb-123456789012-abcdefghijkl"),
+          ("Slack incoming-webhook URL", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"),
+          ("AWS access key id", "AKIAIOSFODNN7EXAMPLE"), ("Google API key", "AIza" + "Sy" + "A1b2C3d4" * 4 + "_")]
 # class -> [(case id, stack, edit, words the one line must contain)]
 CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
     "boolean or string taken as a number": [
@@ -223,6 +228,8 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
          (P + "backup.location.s3Url", "password inside a URL")),
         ("private key in a value", LAB, put("identity.groupPrefix", "-----BEGIN RSA PRIVATE KEY-----"),
          (P + "identity.groupPrefix", "private key")),
+        *[(f"{what} in a value", LAB, put("teams.nlp.groups.analysts", token),
+           (P + "teams.nlp.groups.analysts", what, "--secret")) for what, token in TOKENS],
         ("secret rule disabled", LAB, put("policy.levels", {"no-plaintext-secrets": "disabled"}),
          (P + "policy.levels", "no-plaintext-secrets", "always mandatory")),
         ("secret rule advisory", LAB, put("policy.levels", {"no-plaintext-secrets": "advisory"}),
@@ -270,16 +277,19 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
     ("team named like a platform prefix", LAB, put("teams.kubeflow", {"quota": {"h100": 0}})),
     ("URL with a user and no password", LAB, put("backup.location", {"s3Url": "https://admin@s3.lab"})),
     ("secret rule kept mandatory", LAB, put("policy.levels", {"no-plaintext-secrets": "mandatory"})),
+    # Near misses of the token formats: too short, another prefix, a Slack URL that is not a webhook.
+    *[(f"group {name!r}", LAB, put("teams.nlp.groups.analysts", name))
+      for name in ("ghp_team", "xoxb-", "AKIA-readers", "AIza-team", "slack-hooks.slack.com-readers")],
     ("aws zone d", AWS, put("cluster.eks.network", {"create": {"cidr": "10.40.0.0/16",
                                                              "zones": ["us-east-1a", "us-east-1d"]}})),
 ]
 
 
 @pytest.mark.parametrize(("stack", "edit"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
-def test_the_limit_itself_is_accepted(stack: str, edit: Edit) -> None:
+def test_the_limit_itself_is_accepted(stack: str, edit: Edit, tmp_path: Path) -> None:
     raw = raw_platform(stack)
     edit(raw)
-    validate(raw, stack)
+    load_file(write_stack(tmp_path, raw, stack))  # as `plan` reads it: the file's secret check included
 
 
 LAB_TEXT = stack_file(LAB).read_text(encoding="utf-8")

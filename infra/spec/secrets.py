@@ -1,7 +1,8 @@
 """Secrets written in plaintext in a stack file: secret-like keys whose value is not `{secure: ...}`, secret-like
-keys inside structured config (Pulumi cannot keep a part of an object secret), private key material, and
-credentials inside URLs (`https://user:password@host`). Used when a stack file is loaded (refused, exit 2, for
-whatever file is planned) and by the policy pack's no-plaintext-secrets rule during `pulumi preview/up`."""
+keys inside structured config (Pulumi cannot keep a part of an object secret), private key material, tokens in
+their issuers' published formats, and credentials inside URLs (`https://user:password@host`). Used when a stack
+file is loaded (refused, exit 2, for whatever file is planned) and by the policy pack's no-plaintext-secrets rule
+during `pulumi preview/up`."""
 
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "token", "secret",
                           "apikey"})
 SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
                           ("account", "key"), ("client", "key")})
-# Values that are secret material whatever their key is called.
-SECRET_VALUES = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|client-key-data:|\"client-key-data\"")
+# Values that are credentials whatever their key is called: key material, and tokens in the formats their issuers
+# publish (GitHub token prefixes, Slack tokens and incoming-webhook URLs, AWS access key ids, Google API keys).
+SECRET_VALUES = (
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|client-key-data:|\"client-key-data\""), "private key material"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,})"), "a GitHub token"),
+    (re.compile(r"\bxox[abeoprs]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9]+/"), "a Slack incoming-webhook URL"),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z2-7]{16}\b"), "an AWS access key id"),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), "a Google API key"),
+)
 # scheme://user:password@host: a password in the authority part of a URL (user alone, as in ssh://git@host, is fine).
 URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
@@ -63,9 +72,14 @@ def _nested(path: str, value: Any) -> list[tuple[str, str]]:
     elif isinstance(value, list):
         for position, item in enumerate(value):
             problems += _nested(f"{path}[{position}]", item)
-    elif isinstance(value, str) and SECRET_VALUES.search(value):
-        problems.append((path, "contains private key material in plaintext: store it as a secret"))
+    elif isinstance(value, str) and (material := _secret_material(value)):
+        problems.append((path, f"contains {material} in plaintext: store it as a secret key "
+                               "(`pulumi config set --secret`)"))
     elif isinstance(value, str) and URL_CREDENTIALS.search(value):
         problems.append((path, "has a password inside a URL (scheme://user:password@host): remove it from the URL "
                                "and give the credentials as a secret key"))
     return problems
+
+
+def _secret_material(text: str) -> str:
+    return next((what for pattern, what in SECRET_VALUES if pattern.search(text)), "")
