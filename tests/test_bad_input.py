@@ -169,6 +169,10 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
         ("cleanup day 32", LAB, put("storage.cleanup", {"schedule": "0 0 32 * *"}),
          (P + "storage.cleanup.schedule", "32")),
         ("step zero", LAB, put("storage.cleanup", {"schedule": "*/0 * * * *"}), (P + "storage.cleanup.schedule",)),
+        ("30 February", LAB, put("backup.tiers", {"daily": {"schedule": "0 2 30 2 *", "ttl": "9000h"}}),
+         (P + "backup.tiers.daily.schedule", "never runs", "day 30")),
+        ("31st of the 30-day months", LAB, put("storage.cleanup", {"schedule": "0 0 31 APR,JUN,SEP,NOV *"}),
+         (P + "storage.cleanup.schedule", "never runs", "day 31")),
     ],
     "zero or too-short TTLs and backup ages": [
         ("ttl 0h", LAB, put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "0h"}}),
@@ -271,6 +275,10 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
      put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "30h"}})),
     ("drill age equal to the ttl", LAB, put("backup.drill", {"maxBackupAge": "720h"})),
     ("named months and weekdays", LAB, put("storage.cleanup", {"schedule": "0 0 * JAN-MAR MON-FRI"})),
+    # A day some listed month has; a weekday field makes cron run on either (30 February or any Monday).
+    ("29 February", LAB, put("storage.cleanup", {"schedule": "0 0 29 2 *"})),
+    ("31st when one listed month has it", LAB, put("storage.cleanup", {"schedule": "0 0 31 APR,JUL *"})),
+    ("30 February or Mondays", LAB, put("storage.cleanup", {"schedule": "0 0 30 2 MON"})),
     ("other resources excluded", LAB, put("queueing.excludeResourcePrefixes", ["example.com/"])),
     ("same taint key, other effect", LAB, put("pools.h100.taints", [{"key": "gpu", "effect": "NoSchedule"},
                                                                      {"key": "gpu", "effect": "NoExecute"}])),

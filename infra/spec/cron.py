@@ -1,7 +1,7 @@
 """Five-field cron schedules (minute hour day-of-month month day-of-week), as Velero Schedules and Kubernetes
 CronJobs read them: each field is `*`, a number, a range `a-b`, a step `*/n` or `a-b/n`, or a comma list of
-those; months and weekdays may be named (JAN-DEC, SUN-SAT). A value out of range (hour 25) or free text
-("every day") is refused here instead of by the controller after `pulumi up`."""
+those; months and weekdays may be named (JAN-DEC, SUN-SAT). A value out of range (hour 25), free text
+("every day") or a schedule that never runs (30 February) is refused here instead of after `pulumi up`."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def _value(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
     return int(text)
 
 
-def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> None:
+def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) -> set[int]:
+    """The values a field selects."""
+    selected: set[int] = set()
     for part in text.split(","):
         match = _PART.match(part)
         if not match:
@@ -40,21 +42,34 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
         base, step = match.groups()
         if step is not None and int(step) == 0:
             raise ValueError(f"{name} step '/0' never repeats")
-        if base != "*":
-            bounds = [_value(v, name, low, high, names) for v in base.split("-")]
-            if len(bounds) == 2 and bounds[0] > bounds[1]:
-                raise ValueError(f"{name} range {base} runs backwards")
+        bounds = [low, high] if base == "*" else [_value(v, name, low, high, names) for v in base.split("-")]
+        if len(bounds) == 2 and bounds[0] > bounds[1]:
+            raise ValueError(f"{name} range {base} runs backwards")
+        first, last = bounds[0], bounds[-1] if step is None or len(bounds) == 2 else high
+        selected.update(range(first, last + 1, int(step or 1)))
+    return selected
+
+
+# The most days each month has (February's in a leap year).
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def check_cron(schedule: str) -> str:
     fields = schedule.split()
     if len(fields) != 5:
         raise ValueError(f"'{schedule}' is not a cron schedule: give {FORM}")
+    selected = []
     for text, (name, low, high, names) in zip(fields, _FIELDS, strict=True):
         try:
-            _field(text, name, low, high, names)
+            selected.append(_field(text, name, low, high, names))
         except ValueError as error:
             raise ValueError(f"'{schedule}': {error}; give {FORM}") from None
+    _, _, days, months, _ = selected
+    # With day of week `*`, cron (robfig/cron, which Velero and CronJobs use) runs only on the listed days of the
+    # month: a day no listed month has (30 February) means the schedule never runs.
+    if fields[4] == "*" and min(days) > max(_MONTH_DAYS[month - 1] for month in months):
+        raise ValueError(f"'{schedule}' never runs: no month it lists has day {min(days)}; give a day every listed "
+                         "month has, e.g. 1")
     return schedule
 
 
