@@ -4,7 +4,6 @@ limit) are accepted, so the checks cannot simply refuse everything."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from infra.cli import main
 from infra.spec import SpecError, load_file, validate
 from infra.spec.load import PLATFORM_KEY
 
-from .conftest import ROOT, raw_platform, stack_file, write_stack
+from .conftest import raw_platform, stack_file, write_stack
 from .test_bad_config import _assert_one_clean_line
 from .test_bad_config import _delete as drop
 
@@ -69,7 +68,28 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
         ("pool memory as bare text", LAB, put("pools.h100.memory", "1900"), (P + "pools.h100.memory", "unit")),
         ("quota memory as a number", LAB, put("teams.vision.quota.cpu", {"cpu": 32, "memory": 128}),
          (P + "teams.vision.quota.cpu.memory", "unit")),
-        ("millibytes", LAB, put("pools.cpu.memory", "500m"), (P + "pools.cpu.memory", "unit")),
+        ("millibytes", LAB, put("pools.cpu.memory", "500m"), (P + "pools.cpu.memory", "'m'", "unit of bytes")),
+        ("prometheus volume as a number", LAB, put("observability.storage", "10"),
+         (P + "observability.storage", "'10'", "unit")),
+        ("team volume as a number", LAB, put("storage.volumes.datasets", 100),
+         (P + "storage.volumes.datasets", "unit")),
+        ("namespace storage quota as a number", LAB, put("teams.nlp.namespaceQuota", {"storage": "500"}),
+         (P + "teams.nlp.namespaceQuota.storage", "unit")),
+    ],
+    "volumes of no size": [
+        ("prometheus volume 0Gi", LAB, put("observability.storage", "0Gi"), (P + "observability.storage", "above 0")),
+        ("team volume 0", LAB, put("storage.teams.nlp", {"checkpoints": 0}),
+         (P + "storage.teams.nlp.checkpoints", "above 0")),
+    ],
+    "alert grouping Alertmanager refuses": [
+        ("label with a space", LAB, put("observability.alerting.groupBy", ["alertname", "bad label"]),
+         (P + "observability.alerting.groupBy", "'bad label'", "label name")),
+        ("label twice", LAB, put("observability.alerting.groupBy", ["node", "node"]),
+         (P + "observability.alerting.groupBy", "twice")),
+        ("every label beside a label", LAB, put("observability.alerting.groupBy", ["...", "node"]),
+         (P + "observability.alerting.groupBy", "alone")),
+        ("retention in words", LAB, put("observability.retention", "30 days"),
+         (P + "observability.retention", "'30 days'", "days or weeks", "15d")),
     ],
     "GPUs per node beyond the model": [
         ("16 H100 SXM", LAB, put("pools.h100.perNode", 16), (P + "pools.h100.perNode", "at most 8")),
@@ -275,6 +295,11 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
      put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "30h"}})),
     ("drill age equal to the ttl", LAB, put("backup.drill", {"maxBackupAge": "720h"})),
     ("named months and weekdays", LAB, put("storage.cleanup", {"schedule": "0 0 * JAN-MAR MON-FRI"})),
+    ("no storage quota as a bare 0", LAB, put("teams.nlp.namespaceQuota", {"storage": 0})),
+    ("the smallest volume", LAB, both(put("observability.storage", "1Ki"), put("storage.volumes.datasets", "1k"))),
+    ("group by every label", LAB, put("observability.alerting.groupBy", ["..."])),
+    ("group by nothing", LAB, put("observability.alerting.groupBy", [])),
+    ("group by labels with underscores", LAB, put("observability.alerting.groupBy", ["_x", "cluster_name", "a1"])),
     # A day some listed month has; a weekday field makes cron run on either (30 February or any Monday).
     ("29 February", LAB, put("storage.cleanup", {"schedule": "0 0 29 2 *"})),
     ("31st when one listed month has it", LAB, put("storage.cleanup", {"schedule": "0 0 31 APR,JUL *"})),
@@ -410,13 +435,31 @@ def test_messages_name_what_the_user_wrote_in_words(edit: Edit, words: tuple[str
 
 
 def test_every_pattern_of_the_schema_is_explained_in_words() -> None:
-    """A pattern without words would show the user a generic hint: each Field(pattern=...) needs an entry."""
+    """A pattern without words would show the user a generic hint: every pattern of every stack-file model (read
+    from the models' JSON schemas, wherever the pattern is defined) needs an entry."""
+    import importlib
+    import pkgutil
+
+    import infra.spec
+    from infra.spec.base import Strict
     from infra.spec.errors import PATTERN_WORDS
 
-    sources = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "infra" / "spec").glob("*.py"))
-    patterns = set(re.findall(r'pattern=r"([^"]+)"', sources))
-    patterns |= {m for m in re.findall(r'^DURATION = r"([^"]+)"', sources, re.M)}
-    assert patterns and patterns <= set(PATTERN_WORDS), sorted(patterns - set(PATTERN_WORDS))
+    for module in pkgutil.iter_modules(infra.spec.__path__):
+        importlib.import_module(f"infra.spec.{module.name}")
+
+    def subclasses(model: type[Strict]) -> list[type[Strict]]:
+        return [model, *(sub for child in model.__subclasses__() for sub in subclasses(child))]
+
+    def patterns(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            return {node["pattern"]} if isinstance(node.get("pattern"), str) else \
+                set().union(*(patterns(value) for value in node.values()))
+        return set().union(*(patterns(value) for value in node)) if isinstance(node, list) else set()
+
+    models = subclasses(Strict)[1:]
+    found = set().union(*(patterns(model.model_json_schema(by_alias=True)) for model in models))
+    assert len(models) > 20 and len(found) > 20
+    assert found <= set(PATTERN_WORDS), sorted(found - set(PATTERN_WORDS))
 
 
 def test_every_namespace_the_platform_installs_into_is_reserved() -> None:

@@ -97,17 +97,31 @@ Quantity = Annotated[str | int, AfterValidator(_quantity)]
 _BYTE_UNITS = ("k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "Pi")
 
 
-def _memory(value: str | int) -> str:
-    """Memory with its unit: a bare number is bytes to Kubernetes, so `memory: 512` would mean 512 bytes."""
+def _bytes(value: str | int) -> str:
+    """Memory or storage with its unit: a bare number is bytes to Kubernetes, so `memory: 512` would mean 512
+    bytes."""
     _quantity(value)
     match = _QUANTITY.match(str(value))
-    if match is None or match.group(2) not in _BYTE_UNITS:
+    unit = (match.group(2) or "") if match else ""
+    if not unit and parse_quantity(value) != 0:  # nothing is nothing in every unit
         raise ValueError(f"{value!r} has no unit: Kubernetes reads a bare number as bytes; write it with a unit, "
                          "e.g. 512Gi or 64Gi")
+    if unit and unit not in _BYTE_UNITS:
+        raise ValueError(f"{value!r} is not a size: '{unit}' is not a unit of bytes; write it with one (Ki, Mi, Gi, "
+                         "Ti or k, M, G, T), e.g. 512Gi")
     return str(value)
 
 
-Memory = Annotated[str | int, AfterValidator(_memory)]
+def _volume_size(value: str | int) -> str:
+    """A claim's size: the API server refuses a PersistentVolumeClaim that requests no storage."""
+    _bytes(value)
+    if parse_quantity(value) <= 0:
+        raise ValueError(f"{value!r}: a volume needs a size above 0: give e.g. 100Gi")
+    return str(value)
+
+
+Bytes = Annotated[str | int, AfterValidator(_bytes)]
+VolumeSize = Annotated[str | int, AfterValidator(_volume_size)]
 
 
 def format_cpu(amount: Decimal) -> str:

@@ -80,6 +80,7 @@ PATTERN_WORDS = {
                                                    "(Google Groups for RBAC requires this name)",
     r"^\S+$": "text without spaces, not empty",
     r"^[1-9][0-9]*[mhd]$": "a whole number of minutes, hours or days, e.g. 30m, 4h, 1d",
+    r"^[1-9][0-9]*[hdw]$": "a whole number of hours, days or weeks, above 0, e.g. 36h, 15d, 2w",
     r"^[a-z0-9][-a-z0-9.]*$": "a Kubernetes object name: lowercase letters, digits, '-' and '.', "
                               "starting with a letter or digit",
 }

@@ -13,18 +13,22 @@ offline rule checks hold whatever the destination. Refused on existing clusters 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from . import metrics
-from .base import Quantity, Strict, parse_quantity
+from .base import Strict, VolumeSize, parse_quantity
 from .storage import BLOCK
 
 Severity = Literal["critical", "warning", "info"]
 PAGED: tuple[Severity, ...] = ("critical", "warning")
 RETENTION = r"^[1-9][0-9]*[hdw]$"
+# A Prometheus label name (the form Alertmanager's group_by accepts), and group_by's "every label".
+LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+GROUP_BY_ALL = "..."
 # The Prometheus pods' service account as kube-prometheus-stack names it (release kube-prometheus-stack):
 # the account the cloud identity that writes to the managed Prometheus is bound to.
 PROMETHEUS_ACCOUNT = ("monitoring", "kube-prometheus-stack-prometheus")
@@ -37,7 +41,8 @@ MANAGED = {"eks": "amazon-managed-prometheus", "gke": GOOGLE, "aks": "azure-moni
 
 class Alerting(Strict):
     """Where alerts go: every alert of the listed severities to the webhook whose URL is the secret config key
-    trainyard:alertWebhookUrl (without it, or for other severities, the `null` receiver)."""
+    trainyard:alertWebhookUrl (without it, or for other severities, the `null` receiver). `groupBy` lists label
+    names (letters, digits, '_'), each once, or is `['...']` to group by every label."""
 
     severities: list[Severity] = Field(default_factory=lambda: list(PAGED))
     group_by: list[str] = Field(default_factory=lambda: ["alertname", "cluster", "namespace", "node"],
@@ -54,15 +59,31 @@ class Alerting(Strict):
             raise ValueError("a severity is listed twice")
         return severities
 
+    @field_validator("group_by")
+    @classmethod
+    def _label_names(cls, labels: list[str]) -> list[str]:
+        """Alertmanager refuses its whole configuration (and sends nothing) for a group_by with an invalid or
+        repeated label name, or with `...` (every label) beside other names."""
+        for label in labels:
+            if label != GROUP_BY_ALL and not LABEL_NAME.match(label):
+                raise ValueError(f"'{label}' is not a label name: use letters, digits and '_', not starting with a "
+                                 "digit (or '...' alone to group by every label)")
+        if len(set(labels)) != len(labels):
+            raise ValueError("a label is listed twice")
+        if GROUP_BY_ALL in labels and len(labels) > 1:
+            raise ValueError("'...' groups by every label: give it alone or list the labels")
+        return labels
+
 
 class ObservabilitySpec(Strict):
-    """`retention` (e.g. 15d), `storage` (the Prometheus volume; `none` keeps data in memory, lost on restart),
+    """`retention` (e.g. 15d), `storage` (the Prometheus volume's size, e.g. 100Gi; `none` keeps data in memory,
+    lost on restart),
     `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and `managedPrometheus` (also
     send every sample to the cloud's managed Prometheus: EKS, GKE and AKS, docs/observability.md)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
-    storage: Quantity | Literal["none"] | None = None
+    storage: VolumeSize | Literal["none"] | None = None
     storage_class: str | None = Field(default=None, alias="storageClass", pattern=r"^[a-z0-9][-a-z0-9.]*$")
     grafana: bool = True
     alerting: Alerting = Field(default_factory=Alerting)

@@ -13,11 +13,11 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import (
+    Bytes,
     DnsLabel,
     LabelKey,
     Labels,
     LabelValue,
-    Memory,
     NonNegativeInt,
     PositiveInt,
     Quantity,
@@ -33,7 +33,7 @@ POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",
 # kubernetes.io/docs/setup/best-practices/cluster-large/): a pool (or all pools together) beyond that is a typo.
 MAX_NODES = 5000
-# One node's cpu and memory, bounded well above the largest machines sold (under a thousand vCPUs; AWS High Memory
+# One node's cpu and memory, bounded well above the largest machines sold (under a thousand vCPUs; AWS High Bytes
 # instances hold tens of TiB: docs.aws.amazon.com/AWSEC2/latest/UserGuide/memory-optimized-instances.html): a
 # larger figure is a pool's total or a typo.
 MAX_NODE_CPU = 4096
@@ -158,7 +158,7 @@ class PoolSpec(Strict):
     nodes: list[DnsLabel] | None = Field(default=None, max_length=MAX_NODES)
     count: PositiveInt | None = Field(default=None, le=MAX_NODES)
     cpu: Quantity = "32"
-    memory: Memory = "128Gi"
+    memory: Bytes = "128Gi"
     labels: Labels = Field(default_factory=dict)
     taints: list[Taint] | None = None
     capacity_type: Literal["reserved", "on-demand", "spot"] = Field(default="on-demand", alias="capacityType")

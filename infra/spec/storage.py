@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .base import DnsLabel, Quantity, Strict
+from .base import DnsLabel, Strict, VolumeSize
 from .cron import Cron
 from .names import dns1123_subdomain
 from .regions import aws_region, azure_location
@@ -86,8 +86,8 @@ class Azure(Strict):
 
 
 class TeamVolumes(Strict):
-    datasets: Quantity = "10Ti"
-    checkpoints: Quantity = "2Ti"
+    datasets: VolumeSize = "10Ti"
+    checkpoints: VolumeSize = "2Ti"
 
 
 class Cleanup(Strict):

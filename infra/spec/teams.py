@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import Cidr, DnsLabel, Memory, NonNegativeInt, PositiveInt, Quantity, Strict
+from .base import Bytes, Cidr, DnsLabel, NonNegativeInt, PositiveInt, Quantity, Strict
 from .namespaces import reserved_problem
 from .queueing import Preemption
 
@@ -24,7 +24,7 @@ class PoolQuota(Strict):
 
     gpus: NonNegativeInt | None = None
     cpu: Quantity | None = None
-    memory: Memory | None = None
+    memory: Bytes | None = None
     borrowing_limit: NonNegativeInt | None = Field(default=None, alias="borrowingLimit")
     lending_limit: NonNegativeInt | None = Field(default=None, alias="lendingLimit")
 
@@ -108,7 +108,7 @@ class NamespaceQuota(Strict):
     config_maps: PositiveInt = Field(default=100, alias="configMaps")
     secrets: NonNegativeInt = 100
     persistent_volume_claims: NonNegativeInt = Field(default=20, alias="persistentVolumeClaims")
-    storage: Quantity = "20Ti"
+    storage: Bytes = "20Ti"
     train_jobs: NonNegativeInt = Field(default=100, alias="trainJobs")
 
 
