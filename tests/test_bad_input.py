@@ -15,7 +15,7 @@ from infra.cli import main
 from infra.spec import SpecError, load_file, validate
 from infra.spec.load import PLATFORM_KEY
 
-from .conftest import raw_platform, stack_file, write_stack
+from .conftest import platform_of, raw_platform, stack_file, write_stack
 from .test_bad_config import _assert_one_clean_line
 from .test_bad_config import _delete as drop
 
@@ -151,6 +151,16 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
     "a hybrid pool's cluster not named": [
         (f"cluster {value!r}", HYBRID, put("pools.h100.cluster", value), (P + "pools.h100.cluster", "not a declared"))
         for value in CLUSTER_NOT_NAMED
+    ],
+    "a worker's view of the manager inside its own network": [
+        ("link from inside the VPC", HYBRID, put("clusters.burst.link.from", "10.50.0.0/28"),
+         (P + "clusters.burst.link.from", "10.50.0.0/28", "eks.network.create.cidr")),
+        ("object store inside the VPC", HYBRID, put("clusters.burst.data.manager.cidr", "10.50.255.240/28"),
+         (P + "clusters.burst.data.manager.cidr", "overlaps")),
+        ("link around the VPC", HYBRID, put("clusters.burst.link.from", "10.0.0.0/8"),
+         (P + "clusters.burst.link.from", "overlaps")),
+        ("timeout on a worker", HYBRID, put("clusters.burst.workerLostTimeout", "30m"),
+         (P + "clusters.burst.workerLostTimeout", "manager")),
     ],
     "backoff and waiting times": [
         ("base above max", LAB, put("queueing.waitForPodsReady.backoffBaseSeconds", 7200),
@@ -295,6 +305,9 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
      put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "30h"}})),
     ("drill age equal to the ttl", LAB, put("backup.drill", {"maxBackupAge": "720h"})),
     ("named months and weekdays", LAB, put("storage.cleanup", {"schedule": "0 0 * JAN-MAR MON-FRI"})),
+    # The addresses next to the worker's VPC (10.50.0.0/16) on either side.
+    ("link just below the VPC", HYBRID, put("clusters.burst.link.from", "10.49.255.240/28")),
+    ("object store just above the VPC", HYBRID, put("clusters.burst.data.manager.cidr", "10.51.0.0/28")),
     ("no storage quota as a bare 0", LAB, put("teams.nlp.namespaceQuota", {"storage": 0})),
     ("the smallest volume", LAB, both(put("observability.storage", "1Ki"), put("storage.volumes.datasets", "1k"))),
     ("group by every label", LAB, put("observability.alerting.groupBy", ["..."])),
@@ -477,3 +490,17 @@ def test_every_namespace_the_platform_installs_into_is_reserved() -> None:
     raw["teams"]["ceph"] = {"quota": {"h100": 0}}  # the site's own Rook namespace is reserved too
     with pytest.raises(SpecError, match=r"teams\.ceph: namespace 'ceph' is reserved"):
         validate(raw, LAB)
+
+
+@pytest.mark.parametrize(("stack", "kind", "keys"), [
+    (AWS, "eks", ("cidr",)), (GCP, "gke", ("nodes", "pods", "services")), (AZURE, "aks", ("cidr",)), (LAB, "", ())])
+def test_a_clusters_own_networks_are_the_ranges_its_stack_file_creates(stack: str, kind: str,
+                                                                        keys: tuple[str, ...]) -> None:
+    """What the worker-side overlap check compares with: every range the file's `network.create` gives (AKS adds
+    its fixed service range), nothing for an existing cluster."""
+    raw = raw_platform(stack)
+    created = raw["cluster"][kind]["network"]["create"] if kind else {}
+    own = {key: str(network) for key, network in platform_of(stack).spec.cluster.own_networks().items()}
+    expected = {f"network.create.{key}": created[key] for key in keys}
+    assert {key: value for key, value in own.items() if key != "services" or kind != "aks"} == expected
+    assert ("services" in own) == (kind == "aks")

@@ -377,6 +377,19 @@ class ClusterSpec(Strict):
     def chosen(self) -> ExistingCluster | EksCluster | GkeCluster | AksCluster:
         return next(value for _, value in self if value is not None)
 
+    def own_networks(self) -> dict[str, ipaddress.IPv4Network]:
+        """The address ranges this stack gives the cluster, by their key under the cluster kind (none for a
+        network that already exists or a cluster it does not create)."""
+        ranges: dict[str, str] = {}
+        if self.eks is not None and self.eks.network.create is not None:
+            ranges["network.create.cidr"] = self.eks.network.create.cidr
+        if self.gke is not None and self.gke.network.create is not None:
+            ranges |= {f"network.create.{key}": getattr(self.gke.network.create, key)
+                       for key in ("nodes", "pods", "services")}
+        if self.aks is not None and self.aks.network.create is not None:
+            ranges |= {"network.create.cidr": self.aks.network.create.cidr, "services": AKS_SERVICE_CIDR}
+        return {key: ipaddress.IPv4Network(cidr) for key, cidr in ranges.items()}
+
     def identifier(self, stack: str) -> str:
         """The name used for cluster_identifier, the cloud cluster and labels; the stack name unless set."""
         return self.chosen.name or stack

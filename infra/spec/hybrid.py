@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -127,6 +127,9 @@ def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
                                              "link: {network: vpn|interconnect|public, from: <manager egress CIDR>}")
         if roles[name].role == MANAGER and roles[name].link is not None:
             raise SpecError(f"{where}.link", "the manager is not reached by anyone: declare `link` on workers only")
+        if roles[name].role == WORKER and "workerLostTimeout" in entry:
+            raise SpecError(f"{where}.workerLostTimeout", "the manager decides how long it waits for a lost worker "
+                                                          "(a worker never reads it): move it to the manager's entry")
         if roles[name].role == MANAGER and roles[name].data is not None:
             raise SpecError(f"{where}.data", "the manager's jobs use its own storage and registries: declare `data` "
                                              "on workers only (where dispatched jobs run)")
@@ -225,6 +228,21 @@ def _link_problem(worker: Platform, link: Link) -> str | None:
     return None
 
 
+def _address_problems(name: str, worker: Platform, role: Role) -> Iterator[tuple[str, str]]:
+    """The manager's addresses as a worker sees them (its egress, its object store) must lie outside the ranges
+    the worker's own network uses: the worker would route them to itself instead of over the link."""
+    outside = {f"{PLATFORM_KEY}.clusters.{name}.link.from": role.link.source if role.link else None,
+               f"{PLATFORM_KEY}.clusters.{name}.data.manager.cidr":
+                   role.data.manager.cidr if role.data and role.data.manager else None}
+    kind = worker.spec.cluster.kind
+    for where, cidr in outside.items():
+        for key, own in worker.spec.cluster.own_networks().items() if cidr else ():
+            if ipaddress.IPv4Network(cidr).overlaps(own):
+                yield where, (f"{cidr} overlaps the worker's own {kind}.{key} {own}, so the worker would route the "
+                              "manager's addresses to itself: give the manager's real addresses, or renumber one "
+                              "network")
+
+
 def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str], Platform]) -> Platform:
     """Validate and derive every cluster of a multi-cluster stack; the manager's Platform, carrying the rest."""
     if "cluster" in raw:
@@ -261,6 +279,8 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
         problem = _link_problem(platforms[name], link)
         if problem:
             raise SpecError(f"{PLATFORM_KEY}.clusters.{name}.link", problem)
+        for where, overlap in _address_problems(name, platforms[name], roles[name]):
+            raise SpecError(where, overlap)
     hybrid = Hybrid(manager, MappingProxyType(platforms), MappingProxyType(links))
     return dataclasses.replace(platforms[manager], hybrid=hybrid)
 
