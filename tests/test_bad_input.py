@@ -162,6 +162,17 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
         ("timeout on a worker", HYBRID, put("clusters.burst.workerLostTimeout", "30m"),
          (P + "clusters.burst.workerLostTimeout", "manager")),
     ],
+    "groups no login of the cloud produces": [
+        ("gke admins without a domain", GCP, put("identity.platformAdmins", ["platform-admins"]),
+         (P + "identity.platformAdmins", "'platform-admins'", "email")),
+        ("gke team group without a domain", GCP, put("teams.nlp.groups", {"engineers": "nlp-eng"}),
+         (P + "teams.nlp.groups.engineers", "'nlp-eng'", "Google group")),
+        ("gke with an oidc prefix", GCP, put("identity.groupPrefix", "oidc:"), (P + "identity.groupPrefix", "''")),
+        ("aks group by name", AZURE, put("teams.vision.groups", {"analysts": ["vision-read"]}),
+         (P + "teams.vision.groups.analysts", "'vision-read'", "object id")),
+        ("aks object id in capitals", AZURE, put("identity.platformAdmins", ["3B5C9A1E-7D4F-4E2A-9C1B-2F6D8E0A4B7C"]),
+         (P + "identity.platformAdmins", "lowercase")),
+    ],
     "backoff and waiting times": [
         ("base above max", LAB, put("queueing.waitForPodsReady.backoffBaseSeconds", 7200),
          (P + "queueing.waitForPodsReady.backoffBaseSeconds", "7200", "3600")),
@@ -203,6 +214,13 @@ CLASSES: dict[str, list[tuple[str, str, Edit, tuple[str, ...]]]] = {
          (P + "backup.tiers.daily.schedule", "never runs", "day 30")),
         ("31st of the 30-day months", LAB, put("storage.cleanup", {"schedule": "0 0 31 APR,JUN,SEP,NOV *"}),
          (P + "storage.cleanup.schedule", "never runs", "day 31")),
+    ],
+    "a list naming one entry twice, a range given by an address in it": [
+        ("gke pods range with host bits", GCP, put("cluster.gke.network.create.pods", "10.50.0.0/14"),
+         (P + "cluster.gke.network.create.pods", "10.48.0.0/14")),
+        ("backup tier team twice", LAB, put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "720h",
+                                                                      "teams": ["nlp", "vision", "nlp"]}}),
+         (P + "backup.tiers.daily.teams", "twice")),
     ],
     "zero or too-short TTLs and backup ages": [
         ("ttl 0h", LAB, put("backup.tiers", {"daily": {"schedule": "0 2 * * *", "ttl": "0h"}}),
@@ -308,6 +326,10 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
     # The addresses next to the worker's VPC (10.50.0.0/16) on either side.
     ("link just below the VPC", HYBRID, put("clusters.burst.link.from", "10.49.255.240/28")),
     ("object store just above the VPC", HYBRID, put("clusters.burst.data.manager.cidr", "10.51.0.0/28")),
+    ("gke ci group by email", GCP, put("teams.nlp.groups", {"engineers": "nlp-eng@example.com",
+                                                         "ci": ["ci-bots@ml.example.co.uk"]})),
+    ("aks ci group by object id", AZURE, put("teams.vision.groups", {"ci": "0f1e2d3c-4b5a-4987-8a6b-5c4d3e2f1a0b"})),
+    ("any group name on eks and on-prem", AWS, put("identity.platformAdmins", ["Admins"])),
     ("no storage quota as a bare 0", LAB, put("teams.nlp.namespaceQuota", {"storage": 0})),
     ("the smallest volume", LAB, both(put("observability.storage", "1Ki"), put("storage.volumes.datasets", "1k"))),
     ("group by every label", LAB, put("observability.alerting.groupBy", ["..."])),

@@ -130,8 +130,11 @@ def test_every_stack_file_survives_the_round_trip(stack: str, tmp_path: Path) ->
     before = copy.read_text(encoding="utf-8")
     # a CPU pool: in `local`, queueing for the GPU pool that `demo` is guaranteed whole is refused (test_reach.py)
     pool = next(f.name for f in platform_of(stack).flavors if not f.gpu_resources)
-    assert main(["team", "add", str(copy), "zz-onboarded", "--quota", f"{pool}=0", "--engineers", "zz-eng"]) == 0
+    # a group in the form the cluster's login gives (GKE: a Google group's email, AKS: an Entra object id)
+    group = {"gke": "zz-eng@example.com", "aks": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}.get(
+        platform_of(stack).spec.cluster.kind, "zz-eng")
+    assert main(["team", "add", str(copy), "zz-onboarded", "--quota", f"{pool}=0", "--engineers", group]) == 0
     changes = [line for line in difflib.ndiff(before.splitlines(), copy.read_text(encoding="utf-8").splitlines())
                if line[:1] in "+-"]
     assert all(line.startswith("+ ") for line in changes), changes
-    assert _platform(copy)["teams"]["zz-onboarded"] == {"quota": {pool: 0}, "groups": {"engineers": "zz-eng"}}
+    assert _platform(copy)["teams"]["zz-onboarded"] == {"quota": {pool: 0}, "groups": {"engineers": group}}

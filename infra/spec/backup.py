@@ -33,6 +33,13 @@ class Tier(Strict):
     volumes: bool = True
     teams: list[DnsLabel] | None = None
 
+    @field_validator("teams")
+    @classmethod
+    def _distinct(cls, teams: list[str] | None) -> list[str] | None:
+        if teams is not None and len(set(teams)) != len(teams):
+            raise ValueError("a team is listed twice")
+        return teams
+
     @model_validator(mode="after")
     def _outlives_interval(self) -> Tier:
         interval = cron_interval_hours(self.schedule)

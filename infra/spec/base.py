@@ -44,12 +44,20 @@ DnsLabel = Annotated[str, AfterValidator(dns_label)]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Labels = dict[LabelKey, LabelValue]
+def _host_bits_hint(value: str) -> str:
+    """For an address with host bits under its prefix (10.50.0.0/14): the network it lies in, to give instead."""
+    try:
+        return f": its network is {ipaddress.ip_network(value, strict=False)}"
+    except ValueError:
+        return ""
+
+
 def _cidr(value: str) -> str:
     try:
         return str(ipaddress.ip_network(value))
     except ValueError:
         raise ValueError(f"'{value}' is not a network in CIDR form with its host bits zero "
-                         "(examples: 10.20.0.0/16, 198.51.100.10/32)") from None
+                         f"(examples: 10.20.0.0/16, 198.51.100.10/32){_host_bits_hint(value)}") from None
 
 
 def ipv4_cidr(value: str) -> str:
@@ -57,7 +65,8 @@ def ipv4_cidr(value: str) -> str:
     try:
         ipaddress.IPv4Network(value)
     except ValueError:
-        raise ValueError(f"'{value}' is not an IPv4 network in CIDR form (e.g. 10.0.0.0/16)") from None
+        raise ValueError(f"'{value}' is not an IPv4 network in CIDR form with its host bits zero (e.g. 10.0.0.0/16)"
+                         f"{_host_bits_hint(value)}") from None
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -96,6 +97,7 @@ class PlatformSpec(Strict):
         _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
         check_managed_prometheus(self.observability, self.cluster.kind)
+        _check_group_forms(self.cluster.kind, self.identity, self.teams)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
@@ -108,6 +110,32 @@ class PlatformSpec(Strict):
 
     def namespaces(self, team: str) -> list[str]:
         return list(self.teams[team].namespaces or [team])
+
+
+# The form of a group as each cloud's login hands it to the API server; a binding to a name of another form is
+# never used. EKS (OIDC claims, access entries) and existing clusters name groups as their provider does.
+GROUP_FORMS = {
+    "gke": (re.compile(r"^[^@\s]+@[A-Za-z0-9.-]+\.[A-Za-z]+$"),
+            "a Google group's email address (Google Groups for RBAC), e.g. ml-eng@example.com"),
+    "aks": (re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
+            "an Entra ID group's object id in lowercase, e.g. 6f1e2d3c-4b5a-4987-8a6b-5c4d3e2f1a0b"),
+}
+
+
+def _check_group_forms(kind: str, identity: Identity, teams: dict[str, TeamSpec]) -> None:
+    if kind not in GROUP_FORMS:
+        return
+    pattern, form = GROUP_FORMS[kind]
+    if identity.group_prefix:
+        raise ValueError(f"identity.groupPrefix: '{identity.group_prefix}' would be put before every group, but "
+                         f"{kind}'s login gives groups without a prefix: set it to ''")
+    named = [("identity.platformAdmins", group) for group in identity.platform_admins] + [
+        (f"teams.{name}.groups.{persona}", group) for name, team in teams.items()
+        for persona in ("engineers", "analysts", "ci") for group in getattr(team.groups, persona)]
+    for where, group in named:
+        if not pattern.match(group):
+            raise ValueError(f"{where}: '{group}' is not a group {kind}'s login produces, so the binding would "
+                             f"never apply: give {form}")
 
 
 def _check_nodes_unique(pools: dict[str, PoolSpec]) -> None:
