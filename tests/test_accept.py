@@ -349,3 +349,15 @@ def test_a_team_may_not_declare_another_teams_acceptance_namespace() -> None:
     raw["teams"]["speech"]["namespaces"] = ["speech", "vision-accept"]
     with pytest.raises(SpecError, match="'vision-accept' already belongs to team 'vision \\(its acceptance runs\\)'"):
         validate(raw, "onprem-lab")
+
+
+def test_without_a_kubeconfig_one_error_line_names_the_file_and_context(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    assert main(["accept", "onprem-lab", "--report", str(tmp_path / "report")]) == CANNOT_RUN
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: cannot run:"), err
+    assert str(missing) in err[0] and "context lab-admin" in err[0] and "Traceback" not in err[0]
+    assert json.loads((tmp_path / "report" / "acceptance-onprem-lab.json").read_text())["cannot_run"] in err[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -102,14 +103,15 @@ def prerequisites(platform: Platform, context: str | None, connect: Callable[[st
     from kubernetes import client
     from kubernetes.config import ConfigException
 
-    from infra.verify import KubernetesCluster, verify
+    from infra.verify import KubernetesCluster, kubeconfig_files, verify
 
-    where = f"context {context}" if context else "the current context"
+    where = f"{f'context {context}' if context else 'the current context'} of kubeconfig {kubeconfig_files()}"
     try:
         kube = connect(context)
         server = client.VersionApi(kube.api).get_code().git_version
     except ConfigException as error:
-        raise CannotRun(f"kubeconfig: {error}") from None
+        raise CannotRun(f"cannot load {where}: {error}; point KUBECONFIG or --context at the stack's "
+                        "cluster") from None
     except Exception as error:  # connection refused, TLS, DNS, 401: all mean no cluster to accept
         raise CannotRun(f"no cluster reachable at {where}: {type(error).__name__}: "
                         f"{str(error).splitlines()[0] if str(error) else ''}") from None
@@ -175,7 +177,7 @@ def _prepare(kube: Kube, platform: Platform, team: str, namespace: str) -> None:
 def _finish(report_dir: Path, report: dict[str, Any], code: int) -> int:
     markdown, as_json = write(report_dir, report)
     if report["cannot_run"]:
-        print(f"cannot run: {report['cannot_run']}")
+        print(f"error: cannot run: {report['cannot_run']}", file=sys.stderr)
     totals = report["totals"]
     print(f"accept {report['stack']}: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} "
           f"skipped; report {markdown} and {as_json.name}")
