@@ -109,6 +109,8 @@ def attacks(platform: Platform) -> list[Attack]:
                        ("hostPort", {"containers": [{"name": "c", "image": IMAGE, "ports": [
                            {"containerPort": 22, "hostPort": 2222}]}]}),
                        ("runAsUser 0", {"securityContext": {"runAsUser": 0}}),
+                       # scheduler preemption of any other team's pods, and Kueue priority above every job's
+                       ("priority system-node-critical", {"priorityClassName": "system-node-critical"}),
                        ("root by default", {"securityContext": {}})):
         found.append(Attack("pod", name, _pod(ns, {**_pod_spec(), **spec}), "pods", ns, user=engineer))
     for name, image in (("latest tag", f"{repository}:latest"), ("untagged", repository)):

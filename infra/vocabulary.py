@@ -18,6 +18,7 @@ TEAM_LABEL = "trainyard.io/team"  # on team namespaces (and what Trainyard makes
 PERSONA_LABEL = "trainyard.io/persona"  # on persona roles and bindings
 POOL_LABEL = "trainyard.io/pool"  # node label naming a pool
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's LocalQueue label (the annotation was removed in 0.15)
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # a job's Kueue WorkloadPriorityClass
 NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 PSA_PREFIX = "pod-security.kubernetes.io"
 PSA_REASON = "trainyard.io/pod-security-reason"  # annotation: why a team namespace runs `baseline`

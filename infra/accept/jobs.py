@@ -13,10 +13,9 @@ from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.runtimes import TRAINER_JOBS, cpu_only, replicated_jobs
 from infra.spec.storage import CHECKPOINTS, TEAM_DATA_ACCOUNT
+from infra.vocabulary import PRIORITY_LABEL, QUEUE_LABEL
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"

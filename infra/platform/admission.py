@@ -43,6 +43,7 @@ from infra.vocabulary import (
     GPU_QUOTA_POLICY,
     POD_SECURITY_POLICY,
     POOL_LABEL,
+    PRIORITY_LABEL,
     QUEUE_LABEL,
     QUEUE_POLICY,
     REGISTRY_POLICY,
@@ -183,9 +184,12 @@ def container_safety(complete: bool) -> str:
 
 
 def pod_safety(complete: bool) -> str:
-    """CEL over pod spec `s`: no host namespaces, no hostPath volumes, every container safe."""
+    """CEL over pod spec `s`: no host namespaces, no hostPath volumes, no pod priority class (a tenant's
+    system-node-critical pod would preempt other teams' pods on any node; teams pick a Kueue priority instead),
+    every container safe."""
     host = " && ".join(f"!{_set('s', field)}" for field in ("hostNetwork", "hostPID", "hostIPC"))
     return (f"{host} && (!has(s.volumes) || s.volumes.all(v, !has(v.hostPath))) && "
+            "(!has(s.priorityClassName) || s.priorityClassName == '') && "
             f"{every_container(container_safety(complete))}")
 
 
@@ -198,7 +202,8 @@ def pod_security_policy() -> dict[str, Any]:
              "reason": "Forbidden",
              "message": f"{resource}: in team namespaces no privileged container, host namespace (hostNetwork, "
                         "hostPID, hostIPC), hostPath volume, hostPort, added capability (beyond "
-                        f"{', '.join(ALLOWED_CAPABILITIES)}) or root user (set runAsNonRoot: true)"}
+                        f"{', '.join(ALLOWED_CAPABILITIES)}), root user (set runAsNonRoot: true) or "
+                        f"priorityClassName (pick a Kueue priority with the label {PRIORITY_LABEL})"}
             for resource, (_, _, path) in WORKLOADS.items()
         ],
     }
