@@ -36,6 +36,22 @@ def test_a_quota_change_is_shown_as_a_diff(clone: Path, capsys: pytest.CaptureFi
     removed = [line for line in out.splitlines() if line.startswith("-") and "nominalQuota: '12'" in line]
     added = [line for line in out.splitlines() if line.startswith("+") and "nominalQuota: '10'" in line]
     assert removed and added
+    assert "# risk:" not in out  # a quota change loses nothing
+
+
+def test_removing_a_team_lists_its_namespaces_and_volumes_as_risks_first(clone: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    stack = clone / "stacks" / "Pulumi.onprem-lab.yaml"
+    text = stack.read_text(encoding="utf-8")
+    team = text[text.index("      speech:\n"):text.index("    # Every runtime in runtimes/")]
+    assert "namespaces: [speech, speech-eval]" in team
+    stack.write_text(text.replace(team, ""), encoding="utf-8")
+    assert diff_stack(clone, "onprem-lab", "HEAD") == 0
+    out = capsys.readouterr().out.splitlines()
+    risks = [line for line in out if line.startswith("# risk:")]
+    assert out[:len(risks)] == risks  # above the diff
+    assert len(risks) == 2 and "Namespace speech is deleted" in risks[0] and "speech-eval" in risks[1]
+    assert "speech/checkpoints: its volume stays as a Released PersistentVolume (reclaimPolicy Retain)" in risks[0]
 
 
 def test_a_work_tree_that_does_not_load_stops_the_diff_naming_the_field(clone: Path) -> None:

@@ -2,7 +2,8 @@
 
 Renders the stack from the work tree (with the code that runs) and from GITREF (a detached git worktree, rendered
 with that revision's own code in a process of its own, meanwhile) and prints a unified diff of the manifests and of
-every chart's inputs.
+every chart's inputs, after one `# risk:` line per change that destroys data or that the API server will refuse
+(infra/offline/risks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from infra.offline.chartcache import VENDORED, VENDORED_ENV
 from infra.offline.diskcache import CACHE_ENV, cache_dir, cached, source_hash
 from infra.offline.plan import render_stack
+from infra.offline.risks import risks
 from infra.spec import load_file, stack_path
 from infra.spec.errors import SpecError
 from infra.spec.versions import CHART_CACHE
@@ -152,7 +154,10 @@ def diff_stack(root: Path, stack: str, base_ref: str) -> int:
             base_files = {}
         if not head.exists():
             _render_work_tree(root, stack, head)
-        lines = unified(base_files, rendered_files(head))
+        head_files = rendered_files(head)
+        lines = unified(base_files, head_files)
+    for risk in risks(base_files, head_files):
+        print(f"# risk: {risk}")
     sys.stdout.writelines(lines)
     changed = sum(1 for line in lines if line.startswith("+++ "))
     print(f"# {stack}: {changed} file(s) differ between {base_ref} and the work tree")
