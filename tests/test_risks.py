@@ -105,3 +105,13 @@ def test_a_deleted_crd_takes_every_object_of_its_kind() -> None:
         "CustomResourceDefinition trainjobs.trainer.kubeflow.org is deleted: every object of that kind in the "
         "cluster goes with it"]
     assert risks(_files(*BASE), _files(*BASE, crd)) == []  # a new one is no risk
+
+
+def test_in_a_stack_of_several_clusters_each_risk_names_its_cluster() -> None:
+    def in_cluster(cluster: str, files: dict[str, str]) -> dict[str, str]:
+        return {path.replace("manifests/", f"manifests/{cluster}/", 1): text for path, text in files.items()}
+
+    base = in_cluster("core", _files(*BASE)) | in_cluster("burst", _files(*BASE))
+    head = in_cluster("core", _files(*BASE)) | in_cluster("burst", _files(*[o for o in BASE if o is not BASE[6]]))
+    assert risks(base, head) == ["burst: PersistentVolumeClaim nlp/scratch is deleted: its volume is deleted with "
+                                 "its data (class scratch: reclaimPolicy Delete)"]

@@ -18,15 +18,24 @@ CLAIM_FIXED = ("storageClassName", "accessModes", "volumeMode", "volumeName", "s
 CLASS_FIXED = ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")
 
 
-def objects(files: Mapping[str, str]) -> dict[Key, dict[str, Any]]:
-    """The rendered objects of a render's files, by kind, namespace and name."""
-    found: dict[Key, dict[str, Any]] = {}
+# The kinds whose content a risk reads; of the others (a CRD), the path alone says enough.
+READ_KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass")
+
+
+def objects(files: Mapping[str, str]) -> dict[str, dict[Key, dict[str, Any]]]:
+    """The rendered objects of a render's files by cluster folder ('' in a single-cluster stack), then by kind,
+    namespace and name, as their paths name them; only the kinds a risk reads are parsed (a chart's CRDs are
+    megabytes of YAML that no risk looks into)."""
+    found: dict[str, dict[Key, dict[str, Any]]] = {}
     for path, text in files.items():
-        if not path.startswith("manifests/"):
+        parts = path.split("/")
+        if parts[0] != "manifests" or len(parts) not in (3, 4) or "-" not in parts[-1]:
             continue
-        obj = yaml.safe_load(text)
-        if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
-            found[(str(obj.get("kind")), obj["metadata"].get("namespace") or "", obj["metadata"].get("name", ""))] = obj
+        kind, name = parts[-1].removesuffix(".yaml").split("-", 1)
+        parsed = yaml.load(text, Loader=yaml.CSafeLoader) if kind in READ_KINDS else None
+        namespace = "" if parts[-2] == "_cluster" else parts[-2]
+        found.setdefault(parts[1] if len(parts) == 4 else "", {})[(kind, namespace, name)] = \
+            parsed if isinstance(parsed, dict) else {}
     return found
 
 
@@ -63,8 +72,14 @@ def _claim_risks(key: Key, before: Mapping[str, Any], after: Mapping[str, Any] |
 
 
 def risks(base_files: Mapping[str, str], head_files: Mapping[str, str]) -> list[str]:
-    """One line per destructive or refused change from the base render to the head render, in a stable order."""
+    """One line per destructive or refused change from the base render to the head render, in a stable order
+    (prefixed with the cluster's name in a stack of several clusters)."""
     base, head = objects(base_files), objects(head_files)
+    return [f"{cluster}: {risk}" if cluster else risk for cluster in sorted(base)
+            for risk in _cluster_risks(base[cluster], head.get(cluster, {}))]
+
+
+def _cluster_risks(base: Mapping[Key, dict[str, Any]], head: Mapping[Key, dict[str, Any]]) -> list[str]:
     deleted_namespaces = {name for kind, _, name in base if kind == "Namespace" and (kind, "", name) not in head}
     found: list[str] = []
     for key in sorted(base):
