@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from infra.platform import admission, tenancy
 from infra.spec import Platform
 from infra.spec.base import parse_quantity
+from infra.spec.flavors import gpu_taints
 from tests.cel import denials
 
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -113,6 +114,13 @@ def attacks(platform: Platform) -> list[Attack]:
                        ("priority system-node-critical", {"priorityClassName": "system-node-critical"}),
                        ("root by default", {"securityContext": {}})):
         found.append(Attack("pod", name, _pod(ns, {**_pod_spec(), **spec}), "pods", ns, user=engineer))
+    taints = gpu_taints(platform.flavors)
+    if taints:  # a CPU Pod parked on the GPU nodes, outside the queues
+        taint = taints[0]
+        for name, toleration in (("Pod tolerates the GPU taint", {"key": taint["key"], "operator": "Exists"}),
+                                 ("Pod tolerates every taint", {"operator": "Exists"})):
+            found.append(Attack("pod", name, _pod(ns, {**_pod_spec(), "tolerations": [toleration]}), "pods", ns,
+                                user=engineer))
     for name, image in (("latest tag", f"{repository}:latest"), ("untagged", repository)):
         found.append(Attack("image", name, _pod(ns, _pod_spec(image=image)), "pods", ns, user=engineer))
         found.append(Attack("image", f"TrainJob {name}", _trainjob(ns, queue, trainer={"image": image}),

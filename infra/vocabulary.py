@@ -133,6 +133,16 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
                                                                                           or "")
 
 
+def tolerates_cel(toleration: str, taint: str) -> str:
+    """`tolerates` in CEL, for admission policies: `toleration` a pod's toleration, `taint` one whose `value` is
+    always present ('' when the taint has none)."""
+    t = toleration
+    effect = f"(!has({t}.effect) || {t}.effect == '' || {t}.effect == {taint}.effect)"
+    exists = f"(!has({t}.key) || {t}.key == '' || {t}.key == {taint}.key)"
+    equal = f"(has({t}.key) && {t}.key == {taint}.key && (has({t}.value) ? {t}.value : '') == {taint}.value)"
+    return f"({effect} && ((has({t}.operator) && {t}.operator == 'Exists') ? {exists} : {equal}))"
+
+
 # --- policy names ---------------------------------------------------------------------------------------
 
 # The CrossGuard pack's rules (policies/rules.py registers exactly these; a test holds them equal), so that

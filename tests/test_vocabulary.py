@@ -6,17 +6,19 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import celpy
 import pytest
 import yaml
 
 from infra.offline.schema import ManifestLoader
 from infra.platform.trainer import JOBSET_CONTROLLER, JOBSET_RELEASE, NAMESPACE, TRAINER_CONTROLLER, TRAINER_RELEASE
-from infra.vocabulary import PACK_RULES
+from infra.vocabulary import PACK_RULES, tolerates, tolerates_cel
 from policies.rules import POLICY_NAMES
 
 from .conftest import ROOT
 
 CHARTS = ROOT.parent / "shared" / "charts"
+_ENV = celpy.Environment()
 
 
 def _imports(path: Path) -> set[str]:
@@ -62,3 +64,25 @@ def test_the_exempt_controllers_are_the_charts_service_accounts() -> None:
     assert TRAINER_CONTROLLER in _service_accounts("kubeflow-trainer-2.2.1.tgz", TRAINER_RELEASE,
                                                    {"jobset": {"install": False}})
     assert JOBSET_CONTROLLER in _service_accounts("jobset-0.12.0.tgz", JOBSET_RELEASE, {})
+
+
+TOLERATIONS = [{}, {"operator": "Exists"}, {"operator": "Exists", "effect": "NoExecute"},
+               {"key": "nvidia.com/gpu", "operator": "Exists"}, {"key": "nvidia.com/gpu", "operator": "Equal"},
+               {"key": "nvidia.com/gpu", "value": "present"}, {"key": "nvidia.com/gpu", "value": "present",
+                                                              "effect": "NoSchedule"},
+               {"key": "nvidia.com/gpu", "value": "other"}, {"key": "other", "operator": "Exists"},
+               {"key": "", "operator": "Exists", "effect": ""}, {"value": "present"}]
+TAINTS = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+          {"key": "nvidia.com/gpu", "value": "", "effect": "NoExecute"},
+          {"key": "kubernetes.azure.com/scalesetpriority", "value": "spot", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize("taint", TAINTS, ids=lambda t: f"{t['key']}={t['value']}:{t['effect']}")
+def test_the_cel_toleration_rule_is_the_python_one(taint: dict[str, str]) -> None:
+    """The admission policies' CEL twin of `tolerates` answers as Kubernetes' rule does, for every kind of
+    toleration: keyless Exists, Exists by key, Equal with and without a value, with and without an effect."""
+    program = _ENV.program(_ENV.compile(tolerates_cel("t", "x")))
+    for toleration in TOLERATIONS:
+        cel = program.evaluate({"t": celpy.json_to_cel(toleration), "x": celpy.json_to_cel(taint)})
+        assert bool(cel) == tolerates(toleration, taint), (toleration, taint)
+    assert any(tolerates(t, taint) for t in TOLERATIONS) and not all(tolerates(t, taint) for t in TOLERATIONS)

@@ -32,6 +32,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.spec import Platform
+from infra.spec.flavors import gpu_taints
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
 from infra.spec.runtimes import pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
@@ -51,6 +52,7 @@ from infra.vocabulary import (
     TEAM_LABEL,
     WORKLOADS,
     gpu_request_cel,
+    tolerates_cel,
 )
 
 from .objects import child_opts, kube_object, metadata
@@ -141,11 +143,23 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
         "expression": _when("pods", f"variables.creator || {no_gpu}"),
         "message": "a Pod that requests GPUs must be created by a Job that Kueue admitted: submit a TrainJob",
         "reason": "Forbidden"})
+    taints = gpu_taints(platform.flavors)
+    if taints:
+        clear = every_pod_spec(WORKLOADS["pods"].path, "!has(s.tolerations) || s.tolerations.all(t, "
+                               f"!variables.gpuTaints.exists(x, {tolerates_cel('t', 'x')}))")
+        keys = ", ".join(sorted({taint["key"] for taint in taints}))
+        validations.append({
+            "expression": _when("pods", f"variables.creator || {clear}"),
+            "message": f"a Pod not created by a Kueue-admitted Job must not tolerate the GPU pools' taints ({keys}), "
+                       "which would hold GPU nodes' CPU and memory outside the queues: drop the toleration, or "
+                       "submit a TrainJob",
+            "reason": "Forbidden"})
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [*_rules(QUEUED), *_rules(["pods"], ["CREATE"])]},
         "variables": [{"name": "queues", "expression": _lit(queues)},
                       {"name": "queued", "expression": _lit(list(QUEUED))},
+                      {"name": "gpuTaints", "expression": _lit(taints)},
                       {"name": "creators", "expression": _lit({r: list(users) for r, users in CREATORS.items()})},
                       {"name": "creator", "expression": (
                           "request.resource.resource in variables.creators && "

@@ -64,6 +64,13 @@ class Flavor:
     gpu: GpuOffer | None = None
 
 
+def gpu_taints(flavors: Sequence[Flavor]) -> list[dict[str, str]]:
+    """The taints of the pools that offer GPUs, each once, with `value` always present ('' when unset)."""
+    taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]}
+              for flavor in flavors if flavor.gpu_resources for t in flavor.taints]
+    return [t for i, t in enumerate(taints) if t not in taints[:i]]
+
+
 def distinct_tolerations(flavors: Sequence[Flavor]) -> list[Mapping[str, str]]:
     """The tolerations that let a pod onto every one of these flavors' pools, each once, in order."""
     every = [t for flavor in flavors for t in flavor.tolerations]
