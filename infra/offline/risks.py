@@ -16,8 +16,6 @@ Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 # so Pulumi replaces the object).
 CLAIM_FIXED = ("storageClassName", "accessModes", "volumeMode", "volumeName", "selector", "dataSource")
 CLASS_FIXED = ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")
-
-
 # The kinds whose content a risk reads; of the others (a CRD), the path alone says enough.
 READ_KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass")
 
@@ -59,16 +57,16 @@ def _claim_risks(key: Key, before: Mapping[str, Any], after: Mapping[str, Any] |
             return []  # said once, for its namespace
         return [f"{where} is deleted: its volume {_volume_fate(before, base)}"]
     old, new = before.get("spec", {}), after.get("spec", {})
-    risks = []
+    found = []
     changed = [field for field in CLAIM_FIXED if old.get(field) != new.get(field)]
     if changed:
-        risks.append(f"{where}: {', '.join(changed)} cannot change on a claim, so Pulumi replaces it with a new, empty "
+        found.append(f"{where}: {', '.join(changed)} cannot change on a claim, so Pulumi replaces it with a new, empty "
                      f"volume; the old one {_volume_fate(before, base)}")
     sizes = [spec.get("resources", {}).get("requests", {}).get("storage") for spec in (old, new)]
     if all(sizes) and parse_quantity(sizes[1]) < parse_quantity(sizes[0]):
-        risks.append(f"{where}: storage {sizes[0]} -> {sizes[1]}: the API server refuses to shrink a claim, so "
+        found.append(f"{where}: storage {sizes[0]} -> {sizes[1]}: the API server refuses to shrink a claim, so "
                      f"`pulumi up` fails: keep {sizes[0]} or more")
-    return risks
+    return found
 
 
 def risks(base_files: Mapping[str, str], head_files: Mapping[str, str]) -> list[str]:

@@ -44,6 +44,8 @@ DnsLabel = Annotated[str, AfterValidator(dns_label)]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Labels = dict[LabelKey, LabelValue]
+
+
 def _host_bits_hint(value: str) -> str:
     """For an address with host bits under its prefix (10.50.0.0/14): the network it lies in, to give instead."""
     try:

@@ -45,7 +45,8 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
         bounds = [low, high] if base == "*" else [_value(v, name, low, high, names) for v in base.split("-")]
         if len(bounds) == 2 and bounds[0] > bounds[1]:
             raise ValueError(f"{name} range {base} runs backwards")
-        first, last = bounds[0], bounds[-1] if step is None or len(bounds) == 2 else high
+        # a single value with a step (5/10) runs from it to the field's end, as in robfig/cron
+        first, last = bounds[0], (bounds[-1] if step is None or len(bounds) == 2 else high)
         selected.update(range(first, last + 1, int(step or 1)))
     return selected
 

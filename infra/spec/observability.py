@@ -77,9 +77,9 @@ class Alerting(Strict):
 
 class ObservabilitySpec(Strict):
     """`retention` (e.g. 15d), `storage` (the Prometheus volume's size, e.g. 100Gi; `none` keeps data in memory,
-    lost on restart),
-    `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and `managedPrometheus` (also
-    send every sample to the cloud's managed Prometheus: EKS, GKE and AKS, docs/observability.md)."""
+    lost on restart), `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and
+    `managedPrometheus` (also send every sample to the cloud's managed Prometheus: EKS, GKE and AKS,
+    docs/observability.md)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
