@@ -101,6 +101,12 @@ def test_an_undeclared_namespace_is_refused(crds: CrdIndex) -> None:
 @pytest.mark.parametrize(("content", "message"), [
     (None, "cannot read it"),
     ("a: [1, 2\n", "not valid YAML at line"),
+    # a "billion laughs" document: nine levels of ten aliases each (10^9 values once expanded)
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)), "expands to more than"),
+    ("a: &a [*a]\n", "recursive alias at line 1"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {x: \"a\x01b\"}\n", "U+0001 is a control character"),
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, name: d}\n", "metadata.name: given twice"),
     ("just text\n", "document 1: not a Kubernetes object"),
     ("apiVersion: v1\nkind: Pod\n", "document 1: not a Kubernetes object"),
 ])

@@ -369,6 +369,8 @@ YAML_CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("key twice inside a pool", LAB_TEXT.replace("        perNode: 8\n", "        perNode: 8\n        perNode: 4\n"),
      (P + "pools.h100.perNode", "given twice")),
     ("config key twice", LAB_TEXT + "  trainyard:platform: {}\n", ("trainyard:platform", "given twice")),
+    ("a control character", LAB_TEXT.replace("context: lab-admin", "context: lab\x00admin", 1),
+     ("line 8", "U+0000 is a control character", "remove it")),
     ("yes as a quota", LAB_TEXT.replace("quota: {h100: 12, l40s: 8}", "quota: {h100: yes, l40s: 8}"),
      (P + "teams.nlp.quota.h100", "boolean", "yes")),
     # A set would print in hash order (a message that changes from run to run); bytes and pairs are no setting's type.

@@ -44,6 +44,7 @@ def read_stack_config(path: Path) -> dict[str, Any]:
     """The `config:` mapping of a stack file, with one-line errors for every way it can be broken."""
     if not path.is_file():
         raise SpecError(str(path), "no such stack file: give a stack name from stacks/ or a path")
+    text = ""
     try:
         text = yaml_input.decode(path.read_bytes())
         if not text.strip():
@@ -55,10 +56,7 @@ def read_stack_config(path: Path) -> dict[str, Any]:
     except OSError as error:
         raise SpecError(str(path), f"cannot read the stack file: {error.strerror}") from None
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "invalid YAML"
-        raise SpecError(str(path), f"broken YAML{where}: {problem}") from None
+        raise SpecError(str(path), f"broken YAML{yaml_input.syntax_problem(error, text)}") from None
     if not isinstance(document, dict) or not isinstance(document.get("config"), dict):
         raise SpecError(str(path), "the stack file needs a top-level `config:` mapping")
     return document["config"]

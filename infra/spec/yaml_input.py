@@ -1,4 +1,5 @@
-"""Reading a stack file's YAML strictly: UTF-8 only, no key written twice in one mapping, and aliases bounded.
+"""Reading a stack file's (or a manifest file's) YAML strictly: UTF-8 only, no key written twice in one mapping,
+and aliases bounded.
 
 PyYAML's safe loader lets the last of two equal keys win silently (a pool or a team declared twice loses the
 first), accepts a recursive alias, and expands aliases without limit when the result is walked (a "billion
@@ -102,6 +103,18 @@ def decode(data: bytes) -> str:
                              "UTF-8: save the file as UTF-8") from None
 
 
+def syntax_problem(error: yaml.YAMLError, text: str) -> str:
+    """Where and what a YAML syntax error is, in one line: ' at line L, column C: problem' (a control character,
+    which YAML forbids anywhere, is named by its code point)."""
+    if isinstance(error, yaml.reader.ReaderError) and isinstance(error.character, int):
+        line = text.count("\n", 0, error.position) + 1
+        return (f" at line {line}: character U+{error.character:04X} is a control character, which YAML does not "
+                "allow: remove it")
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return f"{where}: {getattr(error, 'problem', None) or 'invalid YAML'}"
+
+
 def load(text: str) -> Any:
     """One YAML document, strictly (see the module docstring); yaml.YAMLError for plain syntax errors."""
     loader = yaml.SafeLoader(text)
@@ -114,5 +127,24 @@ def load(text: str) -> Any:
         return loader.construct_document(root)
     except RecursionError:
         raise YamlInputError("the document nests too deeply: flatten it") from None
+    finally:
+        loader.dispose()
+
+
+def load_all(text: str) -> list[Any]:
+    """Every document of a multi-document file (manifests), each read as strictly as `load` reads one."""
+    loader = yaml.SafeLoader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            root = loader.get_node()
+            if root is None:
+                continue
+            _check_size(root)
+            _check_duplicates(root, "", set())
+            documents.append(loader.construct_document(root))
+        return documents
+    except RecursionError:
+        raise YamlInputError("a document nests too deeply: flatten it") from None
     finally:
         loader.dispose()

@@ -12,7 +12,7 @@ import yaml
 from infra.offline import engine
 from infra.offline.plan import objects
 from infra.offline.schema import CrdIndex, default_crds_dir
-from infra.spec import Platform, SpecError, load_file, stack_path
+from infra.spec import Platform, SpecError, load_file, stack_path, yaml_input
 from infra.spec.load import read_stack_config
 
 from .review import Reviewer
@@ -31,16 +31,17 @@ def read_manifests(files: list[str]) -> list[dict[str, Any]]:
     object is bad input (SpecError: one line naming the file and document)."""
     found: list[dict[str, Any]] = []
     for name in files:
+        text = ""
         try:
             text = Path(name).read_text(encoding="utf-8")
-            documents = list(yaml.safe_load_all(text))
+            documents = yaml_input.load_all(text)  # aliases bounded, no key given twice
         except (OSError, UnicodeDecodeError) as error:
             reason = getattr(error, "strerror", None) or error
             raise SpecError(name, f"cannot read it ({reason}); give a readable YAML file") from error
+        except yaml_input.YamlInputError as error:
+            raise SpecError(f"{name}: {error.path}" if error.path else name, str(error)) from None
         except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise SpecError(name, f"not valid YAML{where}: {getattr(error, 'problem', error)}") from error
+            raise SpecError(name, f"not valid YAML{yaml_input.syntax_problem(error, text)}") from error
         for position, document in enumerate(documents, start=1):
             if document is None:
                 continue
