@@ -118,7 +118,11 @@ def parser() -> argparse.ArgumentParser:
     validate.add_argument("stack", help=STACK_HELP)
     validate.add_argument("--crds", help=CRDS_HELP)
     validate.set_defaults(func=cmd_validate)
-    diff = sub.add_parser("diff", help="unified diff of rendered manifests between a git ref and the work tree")
+    diff = sub.add_parser("diff", help="unified diff of rendered manifests between a git ref and the work tree",
+                          description="Render the stack at --base and in the work tree and print a unified diff of "
+                                      "the manifests and chart inputs, after one `# risk:` line per change that "
+                                      "loses data or that the API server refuses (deleted namespaces, claims and "
+                                      "CRDs, fields that cannot change in place, claims that shrink).")
     diff.add_argument("stack", help=STACK_HELP)
     diff.add_argument("--base", default="origin/main", help="git ref to compare with (default: origin/main)")
     diff.set_defaults(func=cmd_diff)
