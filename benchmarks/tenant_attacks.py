@@ -114,6 +114,8 @@ def attacks(platform: Platform) -> list[Attack]:
                        ("priority system-node-critical", {"priorityClassName": "system-node-critical"}),
                        ("root by default", {"securityContext": {}})):
         found.append(Attack("pod", name, _pod(ns, {**_pod_spec(), **spec}), "pods", ns, user=engineer))
+    found.append(Attack("pod", "Pod placed on a node by name", _pod(ns, {**_pod_spec(), "nodeName": "gpu-node-1"}),
+                        "pods", ns, user=engineer))
     taints = gpu_taints(platform.flavors)
     if taints:  # a CPU Pod parked on the GPU nodes, outside the queues
         taint = taints[0]

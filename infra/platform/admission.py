@@ -143,6 +143,11 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
         "expression": _when("pods", f"variables.creator || {no_gpu}"),
         "message": "a Pod that requests GPUs must be created by a Job that Kueue admitted: submit a TrainJob",
         "reason": "Forbidden"})
+    validations.append({
+        "expression": _when("pods", "variables.creator || !has(object.spec.nodeName) || object.spec.nodeName == ''"),
+        "message": "a Pod not created by a Kueue-admitted Job must not set nodeName, which skips the scheduler and "
+                   "the nodes' NoSchedule taints: let the scheduler place it",
+        "reason": "Forbidden"})
     taints = gpu_taints(platform.flavors)
     if taints:
         clear = every_pod_spec(WORKLOADS["pods"].path, "!has(s.tolerations) || s.tolerations.all(t, "
