@@ -6,9 +6,11 @@ bound to every namespace carrying the team label (restore-drill copies included:
   API server sets from the credential): the Trainer controller creating a TrainJob's JobSet, the JobSet
   controller creating its Jobs, and the job controller creating GPU Pods. An ownerReference, which any user
   may write, exempts nothing. Kueue itself manages every job of a team namespace, labelled or not
-  (manageJobsWithoutQueueName, infra/platform/kueue.py).
-- pod-security: no privileged container, host namespace, hostPath volume, hostPort, added capability, or
-  root user, in Pods and in every pod template: independent of the namespace's Pod Security label.
+  (manageJobsWithoutQueueName, infra/platform/kueue.py). A Pod the job controller did not create may not
+  tolerate a GPU pool's taint or set nodeName (either would park it on GPU nodes outside the queues).
+- pod-security: no privileged container, host namespace, hostPath volume, hostPort, added capability, root
+  user or pod priority class, in Pods and in every pod template: independent of the namespace's Pod Security
+  label.
 - registries: every image comes from one of the stack's allowed registry prefixes, at a pinned tag or digest.
 - gpu-quota: GPUs only in namespaces whose team has a GPU quota.
 - secrets: no ServiceAccount token Secrets (a never-expiring credential); CI identities submit TrainJobs
@@ -24,7 +26,6 @@ spec, so a change to teams or registries is a reviewed change to these objects.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,10 +52,19 @@ from infra.vocabulary import (
     SECRETS_POLICY,
     TEAM_LABEL,
     WORKLOADS,
-    gpu_request_cel,
     tolerates_cel,
 )
 
+from .admission_cel import (
+    asks_gpu,
+    every_container,
+    every_pod_spec,
+    is_set,
+    lit,
+    resource_rules,
+    security_field,
+    when,
+)
 from .objects import child_opts, kube_object, metadata
 from .rbac import ci_subjects
 from .trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
@@ -75,46 +85,6 @@ ALLOWED_CAPABILITIES = ("NET_BIND_SERVICE",)
 TOKEN_SECRET = "kubernetes.io/service-account-token"
 
 
-def _lit(value: Any) -> str:
-    """A CEL literal (JSON strings, lists and maps are CEL)."""
-    return json.dumps(value, sort_keys=True)
-
-
-def _guard(var: str, fields: Sequence[str]) -> str:
-    return " && ".join(f"has({var}.{'.'.join(fields[:i])})" for i in range(1, len(fields) + 1)) or "true"
-
-
-def every_pod_spec(path: Sequence[str], predicate: str, var: str = "object", depth: int = 0) -> str:
-    """CEL: `predicate` (over `s`) holds for every pod spec found along `path`; missing parts hold."""
-    if "*" in path:
-        star = list(path).index("*")
-        head, rest = path[:star], path[star + 1:]
-        item = f"x{depth}"
-        inner = every_pod_spec(rest, predicate, item, depth + 1)
-        return f"({_guard(var, head)} ? {var}.{'.'.join(head)}.all({item}, {inner}) : true)"
-    return f"({_guard(var, path)} ? [{var}.{'.'.join(path)}].all(s, {predicate}) : true)"
-
-
-def every_container(predicate: str) -> str:
-    """CEL over pod spec `s`: `predicate` (over `c`) holds for every container of every kind."""
-    return " && ".join(f"(!has(s.{field}) || s.{field}.all(c, {predicate}))" for field in CONTAINER_FIELDS)
-
-
-def _asks_gpu(var: str, field: str) -> str:
-    amounts = [f"(has({var}.{field}.{part}) && {gpu_request_cel(f'{var}.{field}.{part}')})"
-               for part in ("requests", "limits")]
-    return f"(has({var}.{field}) && ({' || '.join(amounts)}))"
-
-
-def _rules(resources: Sequence[str], operations: Sequence[str] = ("CREATE", "UPDATE")) -> list[dict[str, Any]]:
-    return [{"apiGroups": [WORKLOADS[r].group if r in WORKLOADS else ""], "apiVersions": ["*"], "resources": [r],
-             "operations": list(operations)} for r in resources]
-
-
-def _when(resource: str, expression: str) -> str:
-    return f"request.resource.resource != '{resource}' || {expression}"
-
-
 def _label(var: str) -> str:
     """CEL: the queue label of `var`, or '' when it has none."""
     return (f"((has({var}.metadata.labels) && '{QUEUE_LABEL}' in {var}.metadata.labels) ? "
@@ -126,10 +96,10 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
     labelled = (f"(request.namespace in variables.queues && "
                 f"{_label('object')} in variables.queues[request.namespace])")
     where = "; ".join(f"{ns}: {', '.join(names)}" for ns, names in sorted(queues.items()))
-    no_gpu = every_pod_spec(WORKLOADS["pods"].path, every_container(f"!{_asks_gpu('c', 'resources')}"))
+    no_gpu = every_pod_spec(WORKLOADS["pods"].path, every_container(f"!{asks_gpu('c', 'resources')}"))
     kinds = {resource: WORKLOADS[resource].kind for resource in QUEUED}
     validations = [
-        {"expression": _when(resource, f"variables.creator || request.operation != 'CREATE' || {labelled}"),
+        {"expression": when(resource, f"variables.creator || request.operation != 'CREATE' || {labelled}"),
          "message": f"a {kind} must carry the label {QUEUE_LABEL} naming the LocalQueue of its namespace ({where})",
          "reason": "Forbidden"}
         for resource, kind in kinds.items()
@@ -140,11 +110,11 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
         "message": f"the label {QUEUE_LABEL} cannot be changed or removed once set: delete and resubmit the job",
         "reason": "Forbidden"})
     validations.append({
-        "expression": _when("pods", f"variables.creator || {no_gpu}"),
+        "expression": when("pods", f"variables.creator || {no_gpu}"),
         "message": "a Pod that requests GPUs must be created by a Job that Kueue admitted: submit a TrainJob",
         "reason": "Forbidden"})
     validations.append({
-        "expression": _when("pods", "variables.creator || !has(object.spec.nodeName) || object.spec.nodeName == ''"),
+        "expression": when("pods", "variables.creator || !has(object.spec.nodeName) || object.spec.nodeName == ''"),
         "message": "a Pod not created by a Kueue-admitted Job must not set nodeName, which skips the scheduler and "
                    "the nodes' NoSchedule taints: let the scheduler place it",
         "reason": "Forbidden"})
@@ -154,18 +124,18 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
                                f"!variables.gpuTaints.exists(x, {tolerates_cel('t', 'x')}))")
         keys = ", ".join(sorted({taint["key"] for taint in taints}))
         validations.append({
-            "expression": _when("pods", f"variables.creator || {clear}"),
+            "expression": when("pods", f"variables.creator || {clear}"),
             "message": f"a Pod not created by a Kueue-admitted Job must not tolerate the GPU pools' taints ({keys}), "
                        "which would hold GPU nodes' CPU and memory outside the queues: drop the toleration, or "
                        "submit a TrainJob",
             "reason": "Forbidden"})
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [*_rules(QUEUED), *_rules(["pods"], ["CREATE"])]},
-        "variables": [{"name": "queues", "expression": _lit(queues)},
-                      {"name": "queued", "expression": _lit(list(QUEUED))},
-                      {"name": "gpuTaints", "expression": _lit(taints)},
-                      {"name": "creators", "expression": _lit({r: list(users) for r, users in CREATORS.items()})},
+        "matchConstraints": {"resourceRules": [*resource_rules(QUEUED), *resource_rules(["pods"], ["CREATE"])]},
+        "variables": [{"name": "queues", "expression": lit(queues)},
+                      {"name": "queued", "expression": lit(list(QUEUED))},
+                      {"name": "gpuTaints", "expression": lit(taints)},
+                      {"name": "creators", "expression": lit({r: list(users) for r, users in CREATORS.items()})},
                       {"name": "creator", "expression": (
                           "request.resource.resource in variables.creators && "
                           "request.userInfo.username in variables.creators[request.resource.resource]")}],
@@ -173,31 +143,17 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
     }
 
 
-def _set(var: str, field: str) -> str:
-    """CEL: the boolean `var.field` is present and true."""
-    return f"(has({var}.{field}) && {var}.{field})"
-
-
-def _context(field: str, test: str, default: str) -> str:
-    """CEL over container `c` in pod spec `s`: `test` (over `v`) of the container's securityContext field,
-    else of the pod's, else `default`."""
-    def at(var: str) -> str:
-        return f"has({var}.securityContext) && has({var}.securityContext.{field})"
-    return (f"(({at('c')}) ? [c.securityContext.{field}].all(v, {test}) : (({at('s')}) ? "
-            f"[s.securityContext.{field}].all(v, {test}) : {default}))")
-
-
 def container_safety(complete: bool) -> str:
     """CEL over container `c` of pod spec `s`. A complete pod spec must run as non-root; a TrainJob's runtime
     patch is merged into its runtime's (which sets it), so there only an explicit root user is refused."""
     context = "c.securityContext"
     safe = [
-        f"!(has({context}) && {_set(context, 'privileged')})",
+        f"!(has({context}) && {is_set(context, 'privileged')})",
         f"!(has({context}) && has({context}.capabilities) && has({context}.capabilities.add) && "
-        f"{context}.capabilities.add.exists(a, !(a in {_lit(list(ALLOWED_CAPABILITIES))})))",
+        f"{context}.capabilities.add.exists(a, !(a in {lit(list(ALLOWED_CAPABILITIES))})))",
         "(!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0))",
-        _context("runAsUser", "v != 0", "true"),
-        _context("runAsNonRoot", "v", "false" if complete else "true"),
+        security_field("runAsUser", "v != 0", "true"),
+        security_field("runAsNonRoot", "v", "false" if complete else "true"),
     ]
     return " && ".join(safe)
 
@@ -206,7 +162,7 @@ def pod_safety(complete: bool) -> str:
     """CEL over pod spec `s`: no host namespaces, no hostPath volumes, no pod priority class (a tenant's
     system-node-critical pod would preempt other teams' pods on any node; teams pick a Kueue priority instead),
     every container safe."""
-    host = " && ".join(f"!{_set('s', field)}" for field in ("hostNetwork", "hostPID", "hostIPC"))
+    host = " && ".join(f"!{is_set('s', field)}" for field in ("hostNetwork", "hostPID", "hostIPC"))
     return (f"{host} && (!has(s.volumes) || s.volumes.all(v, !has(v.hostPath))) && "
             "(!has(s.priorityClassName) || s.priorityClassName == '') && "
             f"{every_container(container_safety(complete))}")
@@ -215,9 +171,9 @@ def pod_safety(complete: bool) -> str:
 def pod_security_policy() -> dict[str, Any]:
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
+        "matchConstraints": {"resourceRules": resource_rules(list(WORKLOADS))},
         "validations": [
-            {"expression": _when(resource, every_pod_spec(path, pod_safety(resource != "trainjobs"))),
+            {"expression": when(resource, every_pod_spec(path, pod_safety(resource != "trainjobs"))),
              "reason": "Forbidden",
              "message": f"{resource}: in team namespaces no privileged container, host namespace (hostNetwork, "
                         "hostPID, hostIPC), hostPath volume, hostPort, added capability (beyond "
@@ -251,7 +207,7 @@ def _per_workload(predicate: str, trainer: str, message: str, unless: str = "") 
     `spec.trainer` (`trainer` over `t`), each skipped when `unless` holds."""
     checks = [(resource, every_pod_spec(path, predicate)) for resource, (_, _, path) in WORKLOADS.items()]
     checks.append(("trainjobs", f"(!has(object.spec.trainer) || [object.spec.trainer].all(t, {trainer}))"))
-    return [{"expression": f"{unless} || {_when(resource, check)}" if unless else _when(resource, check),
+    return [{"expression": f"{unless} || {when(resource, check)}" if unless else when(resource, check),
              "message": message, "reason": "Forbidden"} for resource, check in checks]
 
 
@@ -259,8 +215,8 @@ def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]
     prefixes = [p.rstrip("/") for p in platform.spec.policy.registries(images)]
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
-        "variables": [{"name": "registries", "expression": _lit(prefixes)}],
+        "matchConstraints": {"resourceRules": resource_rules(list(WORKLOADS))},
+        "variables": [{"name": "registries", "expression": lit(prefixes)}],
         "validations": [
             *_per_workload(every_container(_image_ok("c")), _image_ok("t"),
                            f"images must come from an allowed registry: {', '.join(prefixes)}"),
@@ -279,10 +235,10 @@ def gpu_namespaces(platform: Platform) -> list[str]:
 def gpu_policy(platform: Platform) -> dict[str, Any]:
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(list(WORKLOADS))},
-        "variables": [{"name": "gpuNamespaces", "expression": _lit(gpu_namespaces(platform))}],
+        "matchConstraints": {"resourceRules": resource_rules(list(WORKLOADS))},
+        "variables": [{"name": "gpuNamespaces", "expression": lit(gpu_namespaces(platform))}],
         "validations": _per_workload(
-            every_container(f"!{_asks_gpu('c', 'resources')}"), f"!{_asks_gpu('t', 'resourcesPerNode')}",
+            every_container(f"!{asks_gpu('c', 'resources')}"), f"!{asks_gpu('t', 'resourcesPerNode')}",
             "this namespace's team has no GPU quota: request no GPUs here, or give the team a GPU quota",
             unless="request.namespace in variables.gpuNamespaces"),
     }
@@ -314,17 +270,17 @@ def secrets_policy(ci_users: Sequence[str], ci_groups: Sequence[str]) -> dict[st
     patches = every_pod_spec(WORKLOADS["trainjobs"].path, _secret_free_pod())
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [*_rules(["secrets"], ["CREATE", "UPDATE"]),
-                                               *_rules(["trainjobs"])]},
+        "matchConstraints": {"resourceRules": [*resource_rules(["secrets"], ["CREATE", "UPDATE"]),
+                                               *resource_rules(["trainjobs"])]},
         "variables": [
-            {"name": "ci", "expression": (f"request.userInfo.username in {_lit(list(ci_users))} || "
+            {"name": "ci", "expression": (f"request.userInfo.username in {lit(list(ci_users))} || "
                                           f"(has(request.userInfo.groups) && request.userInfo.groups.exists(g, "
-                                          f"g in {_lit(list(ci_groups))}))")}],
+                                          f"g in {lit(list(ci_groups))}))")}],
         "validations": [
-            {"expression": _when("secrets", f"!has(object.type) || object.type != '{TOKEN_SECRET}'"),
+            {"expression": when("secrets", f"!has(object.type) || object.type != '{TOKEN_SECRET}'"),
              "message": "ServiceAccount token Secrets never expire: use `kubectl create token` (short-lived) "
                         "or the workload's projected token", "reason": "Forbidden"},
-            {"expression": _when("trainjobs", f"!variables.ci || ({initializers} && {trainer} && {runtime} && "
+            {"expression": when("trainjobs", f"!variables.ci || ({initializers} && {trainer} && {runtime} && "
                                               f"{patches})"),
              "message": "a CI identity may not read Secrets, so its TrainJobs reference none (initializer "
                         "secretRef, env from a Secret, Secret/projected/CSI volumes) and run on a "
@@ -351,10 +307,10 @@ def evidence_policy(platform: Platform) -> dict[str, Any]:
             "(has(object.metadata.name) ? object.metadata.name : ''))")
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(["configmaps"], ["CREATE", "UPDATE", "DELETE"])},
+        "matchConstraints": {"resourceRules": resource_rules(["configmaps"], ["CREATE", "UPDATE", "DELETE"])},
         "variables": [{"name": "tenant", "expression": (
-            f"request.userInfo.username in {_lit(users)} || (has(request.userInfo.groups) && "
-            f"request.userInfo.groups.exists(g, g in {_lit(groups)}))")}],
+            f"request.userInfo.username in {lit(users)} || (has(request.userInfo.groups) && "
+            f"request.userInfo.groups.exists(g, g in {lit(groups)}))")}],
         "validations": [{"expression": f"!variables.tenant || {name} != '{BACKUP_MARKER}'",
                          "message": f"{BACKUP_MARKER} is the restore drill's evidence: only the platform writes it",
                          "reason": "Forbidden"}],
@@ -390,8 +346,8 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
     wanted = ", ".join(f"{name}: {r['resource']}={r['count']}" for name, r in sorted(runtimes.items()))
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": _rules(["trainjobs"], ["CREATE"])},
-        "variables": [{"name": "fabricRuntimes", "expression": _lit(runtimes)},
+        "matchConstraints": {"resourceRules": resource_rules(["trainjobs"], ["CREATE"])},
+        "variables": [{"name": "fabricRuntimes", "expression": lit(runtimes)},
                       {"name": "runtime", "expression": "object.spec.runtimeRef.name"}],
         "validations": [{"expression": expression, "reason": "Forbidden",
                          "message": "a TrainJob on a fabric runtime requests its node's fabric devices in "
