@@ -27,6 +27,7 @@ from infra.spec import PLATFORM_KEY, Platform, SpecError, load_file, stack_path
 from infra.spec.base import format_amount
 from infra.spec.capacity import capacity_findings
 from infra.spec.load import read_stack_config
+from infra.spec.teams import GROUP_PERSONAS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +83,7 @@ def team_entry(args: argparse.Namespace) -> CommentedMap:
         team["weight"] = args.weight
     if args.borrowing_limit is not None:
         team["borrowingLimit"] = args.borrowing_limit
-    groups = {persona: _one_or_list(getattr(args, persona)) for persona in ("engineers", "analysts", "ci")
+    groups = {persona: _one_or_list(getattr(args, persona)) for persona in GROUP_PERSONAS
               if getattr(args, persona)}
     if groups:
         team["groups"] = _flow(groups)

@@ -15,12 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Literal
+from typing import Literal, TypeVar
 
 from .base import parse_quantity
 from .catalog import gpu_model
 from .cluster import ClusterSpec, GpuStack
 from .pools import GPU_RESOURCE, POOL_LABEL, PoolSpec, Taint
+
+T = TypeVar("T")
 
 CPU, MEMORY = "cpu", "memory"
 DEVICE_PLUGIN_LABEL = "nvidia.com/device-plugin.config"  # k8s-device-plugin: per-node config selection
@@ -64,17 +66,20 @@ class Flavor:
     gpu: GpuOffer | None = None
 
 
+def _each_once(items: Sequence[T]) -> list[T]:
+    """The items in order, each once (mappings are not hashable: compared by equality)."""
+    return [item for i, item in enumerate(items) if item not in items[:i]]
+
+
 def gpu_taints(flavors: Sequence[Flavor]) -> list[dict[str, str]]:
     """The taints of the pools that offer GPUs, each once, with `value` always present ('' when unset)."""
-    taints = [{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]}
-              for flavor in flavors if flavor.gpu_resources for t in flavor.taints]
-    return [t for i, t in enumerate(taints) if t not in taints[:i]]
+    return _each_once([{"key": t["key"], "value": t.get("value", ""), "effect": t["effect"]}
+                       for flavor in flavors if flavor.gpu_resources for t in flavor.taints])
 
 
 def distinct_tolerations(flavors: Sequence[Flavor]) -> list[Mapping[str, str]]:
     """The tolerations that let a pod onto every one of these flavors' pools, each once, in order."""
-    every = [t for flavor in flavors for t in flavor.tolerations]
-    return [t for i, t in enumerate(every) if t not in every[:i]]
+    return _each_once([t for flavor in flavors for t in flavor.tolerations])
 
 
 def gpu_offer(name: str, pool: PoolSpec, stack: GpuStack) -> GpuOffer | None:

@@ -234,10 +234,10 @@ def _address_problems(name: str, worker: Platform, role: Role) -> Iterator[tuple
     outside = {f"{PLATFORM_KEY}.clusters.{name}.link.from": role.link.source if role.link else None,
                f"{PLATFORM_KEY}.clusters.{name}.data.manager.cidr":
                    role.data.manager.cidr if role.data and role.data.manager else None}
-    kind = worker.spec.cluster.kind
+    kind, networks = worker.spec.cluster.kind, worker.spec.cluster.own_networks()
     for where, cidr in outside.items():
-        for key, own in worker.spec.cluster.own_networks().items() if cidr else ():
-            if ipaddress.IPv4Network(cidr).overlaps(own):
+        for key, own in networks.items():
+            if cidr and ipaddress.IPv4Network(cidr).overlaps(own):
                 yield where, (f"{cidr} overlaps the worker's own {kind}.{key} {own}, so the worker would route the "
                               "manager's addresses to itself: give the manager's real addresses, or renumber one "
                               "network")

@@ -17,7 +17,7 @@ from .pools import MAX_NODES, PoolSpec
 from .queueing import Queueing, check_queueing
 from .runtimes import available as available_runtimes
 from .storage import StorageSpec
-from .teams import GroupName, TeamSpec, acceptance_namespace
+from .teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace
 from .versions import Versions, verdicts
 
 
@@ -131,7 +131,7 @@ def _check_group_forms(kind: str, identity: Identity, teams: dict[str, TeamSpec]
                          f"{kind}'s login gives groups without a prefix: set it to ''")
     named = [("identity.platformAdmins", group) for group in identity.platform_admins] + [
         (f"teams.{name}.groups.{persona}", group) for name, team in teams.items()
-        for persona in ("engineers", "analysts", "ci") for group in getattr(team.groups, persona)]
+        for persona in GROUP_PERSONAS for group in getattr(team.groups, persona)]
     for where, group in named:
         if not pattern.match(group):
             raise ValueError(f"{where}: '{group}' is not a group {kind}'s login produces, so the binding would "

@@ -40,6 +40,9 @@ def _group_name(value: str) -> str:
 GroupName = Annotated[str, AfterValidator(_group_name)]
 
 
+GROUP_PERSONAS = ("engineers", "analysts", "ci")  # the keys of a team's `groups`
+
+
 class Groups(Strict):
     """Identity-provider groups per persona (names without the stack's groupPrefix). `ci` lists the groups
     of external CI identities; every team namespace also gets a `trainyard-ci` ServiceAccount."""
@@ -55,7 +58,7 @@ class Groups(Strict):
 
     @model_validator(mode="after")
     def _distinct(self) -> Groups:
-        for persona in ("engineers", "analysts", "ci"):
+        for persona in GROUP_PERSONAS:
             names: list[str] = getattr(self, persona)
             if len(set(names)) != len(names):
                 raise ValueError(f"{persona}: a group is listed twice")

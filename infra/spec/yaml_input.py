@@ -115,16 +115,19 @@ def syntax_problem(error: yaml.YAMLError, text: str) -> str:
     return f"{where}: {getattr(error, 'problem', None) or 'invalid YAML'}"
 
 
+def _construct(loader: yaml.SafeLoader, root: Node) -> Any:
+    """One document's value, after the size, recursion, duplicate-key and tag checks."""
+    _check_size(root)
+    _check_duplicates(root, "", set())
+    return loader.construct_document(root)
+
+
 def load(text: str) -> Any:
     """One YAML document, strictly (see the module docstring); yaml.YAMLError for plain syntax errors."""
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
-        if root is None:
-            return None
-        _check_size(root)
-        _check_duplicates(root, "", set())
-        return loader.construct_document(root)
+        return None if root is None else _construct(loader, root)
     except RecursionError:
         raise YamlInputError("the document nests too deeply: flatten it") from None
     finally:
@@ -138,11 +141,8 @@ def load_all(text: str) -> list[Any]:
     try:
         while loader.check_node():
             root = loader.get_node()
-            if root is None:
-                continue
-            _check_size(root)
-            _check_duplicates(root, "", set())
-            documents.append(loader.construct_document(root))
+            if root is not None:
+                documents.append(_construct(loader, root))
         return documents
     except RecursionError:
         raise YamlInputError("a document nests too deeply: flatten it") from None
