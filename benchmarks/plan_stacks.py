@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infra.spec.load import stack_names
+from infra.spec.input.load import stack_names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def timed_plan(stack: str, crds: str, cache: str) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, exit code) of one `trainyard plan` in its own process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "infra.cli", "plan", stack, "--crds", crds], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "infra.commands", "plan", stack, "--crds", crds], cwd=ROOT,
                           env={**os.environ, "TRAINYARD_CACHE": cache}, capture_output=True, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

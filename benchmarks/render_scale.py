@@ -55,7 +55,7 @@ def worker(kind: str, size: int, resources: int, leaves: int) -> None:
     from infra.offline import engine
     from infra.offline.plan import write
     from infra.spec import validate
-    from infra.spec.load import PLATFORM_KEY
+    from infra.spec.input.load import PLATFORM_KEY
 
     start, cpu_start = time.perf_counter(), time.process_time()
     if kind == "ours":

@@ -217,7 +217,7 @@ def main() -> None:
     from pathlib import Path
 
     from infra.spec import load_file
-    from infra.spec.load import stack_names
+    from infra.spec.input.load import stack_names
 
     root = Path(__file__).resolve().parents[1]
     for stack in stack_names(root):

@@ -4,11 +4,11 @@ several, then MultiKueue between them). Nothing else."""
 import pulumi
 
 from infra.cluster import build_cluster
-from infra.naming import cluster_scope
+from infra.kit.naming import cluster_scope
 from infra.platform import build_burst, build_platform
 from infra.spec import KUBECONFIG_KEY, load_pulumi, secret
-from infra.spec.keys import ALERT_WEBHOOK_KEY, CREDENTIALS_KEY, GRAFANA_PASSWORD_KEY
-from infra.spec.load import worker_kubeconfigs
+from infra.spec.input.keys import ALERT_WEBHOOK_KEY, CREDENTIALS_KEY, GRAFANA_PASSWORD_KEY
+from infra.spec.input.load import worker_kubeconfigs
 
 platform = load_pulumi()
 secrets = (secret(CREDENTIALS_KEY), secret(ALERT_WEBHOOK_KEY), secret(GRAFANA_PASSWORD_KEY))

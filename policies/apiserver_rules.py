@@ -13,21 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
-from infra.offline.apiserver import webhooks
-from infra.offline.apiserver.plan_checks import crd_cel_refusals, unevaluable_crd_rules, webhook_refusals
-from infra.offline.apiserver.verdict import Refusal, subject
-from infra.offline.schema import CrdIndex, default_crds_dir
+from infra.apiserver import webhooks
+from infra.apiserver.schema import CrdIndex, default_crds_dir
+from infra.apiserver.verdict import Refusal, subject
+from infra.checks.admission import crd_cel_refusals, unevaluable_crd_rules, webhook_refusals
+from infra.kit import paths
 from infra.spec.versions import Versions
+from policies.kube import CHART_TYPES, chart_versions, get, is_list, is_map
 
-from .kube import CHART_TYPES, chart_versions, get, is_list, is_map
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")
 CHART_FIELDS = {"kueue": "kueue", "kubeflow-trainer": "trainer", "jobset": "jobset"}
 

@@ -11,12 +11,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from infra.kit import paths
 from infra.spec import Platform, SpecError, load_file, stack_path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 TENANT_RULES = ("no-tenant-cluster-admin", "tenant-rbac")  # the rules that must know who the admins are
 
 

@@ -1,5 +1,5 @@
 """Trainyard's CrossGuard rules. `__main__.py` serves them to the Pulumi CLI; `trainyard validate` runs
-them over the offline engine's registrations (infra/offline/policy_runner.py).
+them over the offline engine's registrations (infra/checks/policies.py).
 
 Every rule judges what the program registers, never the stack file's intent: a rule that needs to know
 which namespaces belong to teams reads the Namespaces' team label, not the spec.
@@ -25,9 +25,8 @@ from pulumi_policy import (
 from infra.spec.pins import EXACT_VERSION, unpinned_image
 from infra.spec.versions import DEFAULT_JOBSET, Versions, verdicts
 from infra.vocabulary import PACK_RULES, TEAM_LABEL
-
-from . import apiserver_rules, stackconfig
-from .kube import (
+from policies import apiserver_rules, stackconfig
+from policies.kube import (
     CHART_TYPES,
     chart_versions,
     get,
@@ -39,8 +38,8 @@ from .kube import (
     team_namespaces,
     tenant_subjects,
 )
-from .tenancy_rules import no_private_keys, queue_isolation, team_pod_security, tenant_network, tenant_rbac
-from .tolerations import gpu_tolerations
+from policies.tenancy_rules import no_private_keys, queue_isolation, team_pod_security, tenant_network, tenant_rbac
+from policies.tolerations import gpu_tolerations
 
 PACK_NAME = "trainyard"
 PACK_LEVEL = EnforcementLevel.ADVISORY  # what a rule without its own level gets; every rule sets one

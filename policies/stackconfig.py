@@ -11,15 +11,15 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any
 
-from infra.spec.load import read_stack_config
-from infra.spec.secrets import is_secure, plaintext_secrets, secret_like
+from infra.kit import paths
+from infra.spec.input.load import read_stack_config
+from infra.spec.input.secrets import is_secure, plaintext_secrets, secret_like
 
 __all__ = ["current", "is_secure", "plaintext_secrets", "secret_like", "using"]
 
-STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
+STACKS_DIR = paths.STACKS
 
 _explicit: ContextVar[Mapping[str, Any] | None] = ContextVar("trainyard_stack_config", default=None)
 

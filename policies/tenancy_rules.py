@@ -19,8 +19,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from infra.vocabulary import PSA_PREFIX, TEAM_LABEL, containers, pod_specs
-
-from .kube import from_chart, get, items, kind_of, meta, objects, team_namespaces, tenant_subjects
+from policies.kube import from_chart, get, items, kind_of, meta, objects, team_namespaces, tenant_subjects
 
 BUILT_IN_BROAD = frozenset({"admin", "edit"})  # cluster-admin: no-tenant-cluster-admin
 ESCALATING_VERBS = frozenset({"escalate", "bind", "impersonate", "*"})

@@ -14,8 +14,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from infra.spec.base import parse_quantity
-
-from .kube import (
+from policies.kube import (
     GPU_RESOURCE_PREFIX,
     POD_SPEC_PATHS,
     TRAINING_RUNTIMES,

@@ -10,7 +10,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from infra.offline.apiserver.cel import LOGIC
+from infra.apiserver.cel import LOGIC
 
 _ENV = celpy.Environment()
 
@@ -18,7 +18,7 @@ _ENV = celpy.Environment()
 @functools.cache
 def _compile(expression: str) -> Any:
     """A compiled program, reused: compiling (celpy's parser) costs far more than evaluating. `||` and `&&` as
-    celpy's, without rendering error operands (infra/offline/apiserver/cel.py)."""
+    celpy's, without rendering error operands (infra/apiserver/cel.py)."""
     return _ENV.program(_ENV.compile(expression), functions=LOGIC)
 
 

@@ -21,7 +21,7 @@ from infra.offline.diskcache import latest, source_hash
 from infra.offline.engine import Registration
 from infra.offline.plan import objects, write
 from infra.spec import Platform, load_file, validate
-from infra.spec.load import PLATFORM_KEY, read_stack_config, stack_names
+from infra.spec.input.load import PLATFORM_KEY, read_stack_config, stack_names
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_STACKS = stack_names(ROOT)

@@ -15,14 +15,13 @@ from decimal import Decimal
 from typing import Any
 
 from infra.accept.program import PREFIX
-from infra.offline.access import aggregated
+from infra.apiserver.rbac import aggregated
 from infra.offline.plan import objects
 from infra.platform.observability import NAMESPACE as MONITORING_NAMESPACE
 from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
-
-from .fake_kube import FakeApiServer, Store
+from tests.fake_kube import FakeApiServer, Store
 
 SNAPSHOTS = "snapshot.storage.k8s.io"
 

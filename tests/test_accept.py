@@ -16,18 +16,18 @@ from typing import Any
 import pytest
 from kubernetes.config import kube_config
 
-from infra.accept import command
-from infra.accept.command import CANNOT_RUN, FAILED, PASSED, accept, checks, select
+from infra.accept import suite as command
 from infra.accept.status import parse
-from infra.cli import ROOT, main
-from infra.offline.schema import CrdIndex, check_custom
+from infra.accept.suite import CANNOT_RUN, FAILED, PASSED, accept, checks, select
+from infra.apiserver.schema import CrdIndex, check_custom
+from infra.commands import main
+from infra.commands.common import ROOT
 from infra.platform.admission import policies
 from infra.spec import SpecError, validate
-
-from .cel import denials
-from .conftest import capture_of, platform_of, raw_platform
-from .fake_cluster import FakeClock, SimulatedCluster
-from .fake_kube import Refused
+from tests.cel import denials
+from tests.conftest import capture_of, platform_of, raw_platform
+from tests.fake_cluster import FakeClock, SimulatedCluster
+from tests.fake_kube import Refused
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from infra.offline.schema import check_core
+from infra.apiserver.schema import check_core
 from infra.platform.admission import fabric_runtimes
 from infra.spec import SpecError, validate
 from infra.spec.policy import allowed, qualified
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 POLICIES = {"trainyard-queue-required", "trainyard-pod-security", "trainyard-allowed-registries",
             "trainyard-gpu-quota", "trainyard-no-token-secrets", "trainyard-drill-evidence"}

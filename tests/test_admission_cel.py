@@ -15,9 +15,8 @@ from infra.platform.admission import fabric_runtimes, image_pinned_cel, policies
 from infra.spec.cloud_catalog import EFA_RESOURCE
 from infra.spec.pins import unpinned_image
 from infra.vocabulary import asks_gpu, gpu_request_cel, is_gpu_resource
-
-from .cel import denials
-from .conftest import STACKS, platform_of
+from tests.cel import denials
+from tests.conftest import STACKS, platform_of
 
 QUEUE = "kueue.x-k8s.io/queue-name"
 IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3"

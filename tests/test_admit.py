@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.offline.apiserver.admit import answer
-from infra.offline.schema import CrdIndex
-
-from .conftest import CRDS, ROOT, capture_of, platform_of
+from infra.apiserver.admit import answer
+from infra.apiserver.schema import CrdIndex
+from infra.commands import main
+from tests.conftest import CRDS, ROOT, capture_of, platform_of
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver import podsecurity, vap
-from infra.offline.apiserver.plan_checks import admission_findings
-from infra.offline.apiserver.state import ClusterState
+from infra.apiserver import podsecurity, vap
+from infra.apiserver.state import ClusterState
+from infra.checks.admission import admission_findings
 
 API = "admissionregistration.k8s.io/v1"
 QUEUE = "kueue.x-k8s.io/queue-name"

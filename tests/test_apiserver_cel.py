@@ -12,11 +12,10 @@ import pytest
 from celpy import celtypes
 from celpy.evaluation import base_functions
 
-from infra.offline.apiserver import crd_rules
-from infra.offline.apiserver.cel import LOGIC, EvalError, compiled, to_cel
-from infra.offline.schema import CrdIndex
-
-from .conftest import CRDS, platform_of
+from infra.apiserver import crd_rules
+from infra.apiserver.cel import LOGIC, EvalError, compiled, to_cel
+from infra.apiserver.schema import CrdIndex
+from tests.conftest import CRDS, platform_of
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver.state import ClusterState
-from infra.offline.apiserver.webhooks import review, rules_for
+from infra.apiserver.state import ClusterState
+from infra.apiserver.webhooks import review, rules_for
 from infra.spec.versions import Versions
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver.state import ClusterState
-from infra.offline.apiserver.strategic_merge import merge
-from infra.offline.apiserver.webhooks import review, rules_for
-from infra.offline.apiserver.webhooks.podsets import trainjob_pod_sets
+from infra.apiserver.state import ClusterState
+from infra.apiserver.strategic_merge import merge
+from infra.apiserver.webhooks import review, rules_for
+from infra.apiserver.webhooks.podsets import trainjob_pod_sets
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver.state import ClusterState
-from infra.offline.apiserver.webhooks import review, rules_for
-from infra.offline.apiserver.webhooks.trainer_v2_2 import torchtune_config
+from infra.apiserver.state import ClusterState
+from infra.apiserver.webhooks import review, rules_for
+from infra.apiserver.webhooks.trainer_v2_2 import torchtune_config
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
 

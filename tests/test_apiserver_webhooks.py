@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.offline.apiserver.state import ClusterState
-from infra.offline.apiserver.webhooks import REGISTRY, review, rules_for
+from infra.apiserver.state import ClusterState
+from infra.apiserver.webhooks import REGISTRY, review, rules_for
 from infra.spec.versions import Versions
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

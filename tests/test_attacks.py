@@ -6,8 +6,7 @@ import pytest
 
 from benchmarks.tenant_attacks import admitted, attacks, quota_attack
 from infra.platform.tenancy import quota_hard
-
-from .conftest import STACKS, platform_of
+from tests.conftest import STACKS, platform_of
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -14,16 +14,15 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
-from infra.offline.backup_checks import check_backups_off_cluster, check_schedule_coverage
-from infra.offline.checks import Context
+from infra.apiserver.schema import CrdIndex, check_custom
+from infra.checks.backup import check_backups_off_cluster, check_schedule_coverage
+from infra.checks.catalogue import Context
+from infra.commands import main
 from infra.offline.engine import run
-from infra.offline.schema import CrdIndex, check_custom
 from infra.spec import validate
-from infra.spec.load import PLATFORM_KEY
+from infra.spec.input.load import PLATFORM_KEY
 from infra.spec.versions import VELERO_CHART
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.cli import main
-
-from .conftest import raw_platform, write_stack
+from infra.commands import main
+from tests.conftest import raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

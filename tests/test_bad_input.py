@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.cli import main
+from infra.commands import main
 from infra.spec import SpecError, load_file, validate
-from infra.spec.load import PLATFORM_KEY
-
-from .conftest import platform_of, raw_platform, stack_file, write_stack
-from .test_bad_config import _assert_one_clean_line
-from .test_bad_config import _delete as drop
+from infra.spec.input.load import PLATFORM_KEY
+from tests.conftest import platform_of, raw_platform, stack_file, write_stack
+from tests.test_bad_config import _assert_one_clean_line
+from tests.test_bad_config import _delete as drop
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -479,7 +478,7 @@ def test_every_pattern_of_the_schema_is_explained_in_words() -> None:
 
     import infra.spec
     from infra.spec.base import Strict
-    from infra.spec.errors import PATTERN_WORDS
+    from infra.spec.input.errors import PATTERN_WORDS
 
     for module in pkgutil.iter_modules(infra.spec.__path__):
         importlib.import_module(f"infra.spec.{module.name}")

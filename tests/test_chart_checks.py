@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.cli import main
-from infra.offline.chart_checks import check_chart_hooks, check_declared_once, check_images
-from infra.offline.checks import Context
+from infra.apiserver.schema import ManifestLoader
+from infra.checks.catalogue import Context
+from infra.checks.charts import check_chart_hooks, check_declared_once, check_images
+from infra.commands import main
 from infra.offline.engine import Capture, _plain
 from infra.offline.images import object_images, qualified, stack_images
 from infra.offline.plan import manifest_path, objects, render_plan_json
-from infra.offline.schema import ManifestLoader
-
-from .conftest import STACKS, capture_of, platform_of, write_selected
+from tests.conftest import STACKS, capture_of, platform_of, write_selected
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -15,8 +15,7 @@ from infra.offline import charts
 from infra.offline.chartcache import VENDORED, ChartCacheError, content_digest, ensure
 from infra.offline.charts import Source, read_by_templates, unknown_keys
 from infra.spec.versions import CHART_DIGESTS, Chart, Versions, installable_charts
-
-from .conftest import STACKS, capture_of
+from tests.conftest import STACKS, capture_of
 
 needs_vendored = pytest.mark.skipif(not VENDORED.is_dir(), reason="no vendored charts in ../shared/charts")
 

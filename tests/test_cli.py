@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import main
-
-from .conftest import ROOT, raw_platform, write_stack
+from infra.commands import main
+from tests.conftest import ROOT, raw_platform, write_stack
 
 
 @pytest.mark.usefixtures("repo_runs")

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from infra.cli import EXIT_CODES, parser
+from infra.commands import parser
+from infra.commands.common import EXIT_CODES
 
 
 def _commands(command: argparse.ArgumentParser, name: str = "trainyard") -> list[tuple[str, argparse.ArgumentParser]]:

@@ -10,8 +10,7 @@ import pytest
 from infra.spec.catalog import GPU_MODELS
 from infra.spec.cloud_catalog import MACHINES
 from infra.spec.cluster import ClusterSpec
-
-from .test_cloud_common import refused
+from tests.test_cloud_common import refused
 
 # Figures as the providers publish them (instance type -> GPUs per node, GPU model).
 PUBLISHED = {

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.commands import main
 from infra.offline.engine import Capture, Registration
 from infra.spec import Platform, validate
 from infra.spec.cloud_catalog import MACHINES
-
-from .conftest import capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
+from tests.conftest import capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

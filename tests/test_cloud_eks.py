@@ -11,9 +11,8 @@ import pytest
 from infra.spec.cloud_catalog import EFA_INTERFACES, MACHINES
 from infra.spec.pools import GPU_RESOURCE
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
-
-from .conftest import capture_of, platform_of
-from .test_cloud_common import of_type, pool_args, refused, variant
+from tests.conftest import capture_of, platform_of
+from tests.test_cloud_common import of_type, pool_args, refused, variant
 
 STACK = "aws-prod"
 

@@ -13,9 +13,8 @@ import yaml
 from infra.spec import validate
 from infra.spec.capacity import capacity_findings
 from infra.spec.pools import GPU_RESOURCE
-
-from .conftest import capture_of, kube_objects, platform_of, raw_platform
-from .test_cloud_common import configmap, of_type, pool_args, refused, variant
+from tests.conftest import capture_of, kube_objects, platform_of, raw_platform
+from tests.test_cloud_common import configmap, of_type, pool_args, refused, variant
 
 STACK = "gcp-prod"
 

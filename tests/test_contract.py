@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from infra.contract import account_key
+from infra.kit.contract import account_key
 from infra.spec.observability import PROMETHEUS_ACCOUNT
-
-from .conftest import ROOT, capture_of, kube_objects, platform_of
-from .test_cloud_common import CLOUD_STACKS, POOL_TYPES, of_type
+from tests.conftest import ROOT, capture_of, kube_objects, platform_of
+from tests.test_cloud_common import CLOUD_STACKS, POOL_TYPES, of_type
 
 FORBIDDEN = ("infra.cluster", "pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "pulumi_eks")
 
@@ -36,8 +35,8 @@ def leaks(source: str) -> set[str]:
 
 def test_the_import_check_sees_a_leak_anywhere_in_a_module() -> None:
     assert leaks("import pulumi_aws as aws\n") == {"pulumi_aws"}
-    assert leaks("def f():\n    from infra.cluster.eks import EksCluster\n") == {"infra.cluster.eks"}
-    assert leaks("from infra.contract import ClusterContract\nimport pulumi_kubernetes\n") == set()
+    assert leaks("def f():\n    from infra.cluster.eks.cluster import EksCluster\n") == {"infra.cluster.eks.cluster"}
+    assert leaks("from infra.kit.contract import ClusterContract\nimport pulumi_kubernetes\n") == set()
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "infra" / "platform").glob("*.py")), ids=lambda p: p.name)
@@ -122,7 +121,7 @@ def test_an_eks_spot_pool_scales_from_zero_with_its_gpus_known() -> None:
 
 
 def test_a_private_eks_endpoint_has_no_public_access() -> None:
-    from .test_cloud_common import variant
+    from tests.test_cloud_common import variant
 
     def private(raw: dict[str, Any]) -> None:
         raw["cluster"]["eks"]["endpoint"] = {"private": True}

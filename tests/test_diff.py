@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.offline import diff
-from infra.offline.diff import diff_stack
+from infra.review import diff
+from infra.review.diff import diff_stack
 from infra.spec import SpecError
-
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 
 @pytest.fixture

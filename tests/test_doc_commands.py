@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.cli import main, parser
-
-from .conftest import ALL_STACKS, CRDS, ROOT, stack_file
+from infra.commands import main, parser
+from tests.conftest import ALL_STACKS, CRDS, ROOT, stack_file
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.docs.command import run
+from infra.commands.docs import run
 from infra.docs.reference import stack_reference
 from infra.spec.platform import PlatformSpec
-
-from .conftest import ALL_STACKS, capture_of, platform_of, stack_file
+from tests.conftest import ALL_STACKS, capture_of, platform_of, stack_file
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 
@@ -52,6 +51,6 @@ def test_reference_lists_every_top_level_key() -> None:
 
 def test_committed_docs_are_current() -> None:
     """CI fails when someone changes a stack or the schema without regenerating the docs (the runs: repo_runs)."""
-    from .conftest import ROOT
+    from tests.conftest import ROOT
 
     assert run(ROOT, None, check=True) == 0, "run `trainyard docs` and commit docs/"

@@ -14,14 +14,13 @@ import pytest
 import yaml
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 
-from infra.offline.schema import CrdIndex, check_core, check_custom, is_custom
+from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_custom
 from infra.platform.admission import WORKLOADS, policies
 from infra.spec import runtimes as rt
 from infra.spec.base import parse_quantity
-
-from .cel import denials
-from .conftest import ROOT, capture_of, kube_objects, platform_of
-from .test_runtimes import restricted_problems
+from tests.cel import denials
+from tests.conftest import ROOT, capture_of, kube_objects, platform_of
+from tests.test_runtimes import restricted_problems
 
 EXAMPLES = ROOT / "examples"
 PROJECTS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())

@@ -8,14 +8,13 @@ from typing import Any
 
 import yaml
 
+from infra.apiserver.schema import check_core, is_custom
 from infra.offline.engine import Capture
-from infra.offline.schema import check_core, is_custom
 from infra.spec import Platform
 from infra.spec.pools import GPU_RESOURCE
 from infra.spec.versions import GPU_OPERATOR_CHART
-
-from .conftest import capture_of, kube_objects, platform_of
-from .test_cloud_common import configmap, of_type, variant
+from tests.conftest import capture_of, kube_objects, platform_of
+from tests.test_cloud_common import configmap, of_type, variant
 
 ONPREM = "onprem-lab"
 

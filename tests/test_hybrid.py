@@ -10,17 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.naming import cluster_scope, named
-from infra.offline.checks import run_checks
+from infra.checks.catalogue import run_checks
+from infra.checks.hybrid import hybrid_findings, mirror_findings, rbac_findings
+from infra.kit.naming import cluster_scope, named
+from infra.live.hybrid import contexts, multikueue_findings
 from infra.offline.clusters import split
-from infra.offline.hybrid_checks import hybrid_findings, mirror_findings, rbac_findings
 from infra.platform.multikueue import ACCOUNT
 from infra.spec import SpecError, validate
 from infra.spec.capacity import capacity_findings
-from infra.spec.hybrid import kubeconfig_problem
-from infra.verify_hybrid import contexts, multikueue_findings
-
-from .conftest import CRDS, capture_of, platform_of, raw_platform
+from infra.spec.hybrid.model import kubeconfig_problem
+from tests.conftest import CRDS, capture_of, platform_of, raw_platform
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -1,5 +1,5 @@
 """Data and images follow the work: a worker's `data` declaration, the objects built from it, the plan's refusals
-and verify (stacks/Pulumi.hybrid-burst.yaml, infra/spec/burst_data.py, infra/offline/hybrid_data_checks.py).
+and verify (stacks/Pulumi.hybrid-burst.yaml, infra/spec/hybrid/burst_data.py, infra/checks/hybrid_data.py).
 
 Spec edges run without the engine; the built objects come from the cached offline run of hybrid-burst."""
 
@@ -11,17 +11,16 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.checks.hybrid_data import data_findings, egress_findings, location_findings, registry_findings
+from infra.commands import main
+from infra.live.hybrid import worker_data_findings
 from infra.offline.clusters import split
-from infra.offline.hybrid_data_checks import data_findings, egress_findings, location_findings, registry_findings
 from infra.platform.burst_data import EGRESS_POLICY
 from infra.spec import Platform, SpecError, validate
-from infra.spec.burst_data import CONFIG_MAP, WorkerData
+from infra.spec.hybrid.burst_data import CONFIG_MAP, WorkerData
 from infra.spec.storage import TEAM_DATA_ACCOUNT
-from infra.verify_hybrid import worker_data_findings
-
-from .conftest import capture_of, platform_of, raw_platform, write_stack
-from .test_bad_config import _assert_one_clean_line
+from tests.conftest import capture_of, platform_of, raw_platform, write_stack
+from tests.test_bad_config import _assert_one_clean_line
 
 STACK = "hybrid-burst"
 Objs = list[dict[str, Any]]
@@ -236,7 +235,7 @@ def test_a_private_registrys_pull_secret_is_on_every_team_data_account(objs: dic
 
 
 def test_the_plan_reports_no_burst_data_error_for_the_example() -> None:
-    from infra.offline.hybrid_checks import hybrid_findings
+    from infra.checks.hybrid import hybrid_findings
 
     found = [f for f in hybrid_findings(platform_of(STACK), capture_of(STACK)) if f.check == "burst-data"]
     assert [f.line() for f in found if f.severity == "error"] == []

@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline.schema import CrdIndex, check_custom
+from infra.apiserver.schema import CrdIndex, check_custom
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 CAPACITY_RANK = {"reserved": 0, "on-demand": 1, "spot": 2}
 EKS = {"layer1": "topology.k8s.aws/network-node-layer-1", "layer2": "topology.k8s.aws/network-node-layer-2",

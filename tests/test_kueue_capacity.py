@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.commands import main
 from infra.spec import Platform, validate
 from infra.spec.capacity import capacity_findings, lending_findings, quota_resource_findings
-
-from .conftest import raw_platform, write_stack
+from tests.conftest import raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -11,15 +11,14 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.apiserver.schema import CrdIndex, check_custom
+from infra.commands import main
 from infra.offline.engine import Capture
 from infra.offline.fakes import OUTPUTS
-from infra.offline.schema import CrdIndex, check_custom
 from infra.spec.observability import PROMETHEUS_ACCOUNT
-
-from .conftest import ROOT, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
-from .test_bad_config import _assert_one_clean_line
-from .test_cloud_common import of_type
+from tests.conftest import ROOT, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
+from tests.test_bad_config import _assert_one_clean_line
+from tests.test_cloud_common import of_type
 
 NAMESPACE, ACCOUNT = PROMETHEUS_ACCOUNT
 # What the offline engine's fakes answer for the outputs the URL is built from (infra/offline/fakes.py).
@@ -122,7 +121,7 @@ def test_aks_writes_through_its_collection_rule_as_a_federated_identity_allowed_
 
 @pytest.mark.parametrize("stack", ["aws-prod", "azure-prod"])
 def test_the_rendered_prometheus_carries_the_remote_write_and_fits_its_crd(stack: str) -> None:
-    from .test_observability import _chart, missing_keys
+    from tests.test_observability import _chart, missing_keys
 
     capture = managed(stack)
     assert missing_keys({"prometheus": prometheus_values(capture)},

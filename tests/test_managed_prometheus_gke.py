@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.apiserver.schema import CrdIndex, check_custom
+from infra.checks.managed_prometheus import managed_prometheus_findings
+from infra.commands import main
 from infra.offline.engine import Capture, Registration
-from infra.offline.managed_prometheus_checks import managed_prometheus_findings
 from infra.offline.plan import objects
-from infra.offline.schema import CrdIndex, check_custom
-
-from .conftest import ROOT, capture_of, kube_objects, platform_of, raw_platform, run_raw
-from .test_cloud_common import of_type
-from .test_managed_prometheus import prometheus_cr, prometheus_values
+from tests.conftest import ROOT, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.test_cloud_common import of_type
+from tests.test_managed_prometheus import prometheus_cr, prometheus_values
 
 STACK = "gcp-prod"
 FORK = "gke.gcr.io/prometheus-engine/prometheus:v2.53.5-gmp.1-gke.2"  # prometheus-engine v0.17.2 examples/
@@ -71,7 +70,7 @@ def test_the_writer_account_holds_metric_writer_only_and_only_prometheus_may_act
 
 
 def test_prometheus_runs_googles_binary_with_its_labels_and_identity_and_fits_its_crd() -> None:
-    from .test_observability import _chart, missing_keys
+    from tests.test_observability import _chart, missing_keys
 
     capture = capture_of(STACK)
     assert missing_keys({"prometheus": prometheus_values(capture)},

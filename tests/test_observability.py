@@ -13,14 +13,13 @@ from typing import Any
 import helm_python
 import pytest
 
-from infra.offline.observability_checks import dashboard_findings, metric_names, rule_findings
-from infra.offline.schema import CrdIndex, check_custom
+from infra.apiserver.schema import CrdIndex, check_custom
+from infra.checks.observability import dashboard_findings, metric_names, rule_findings
 from infra.platform.alerts import anchor
 from infra.platform.observability import alertmanager_config, monitors
 from infra.spec import SpecError
 from infra.spec.metrics import CATALOG, DCGM, DCGM_ADDED, series_names
-
-from .conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
+from tests.conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 CHARTS = ROOT.parent / "shared" / "charts"
 OPERATIONS = ROOT / "docs" / "operations.md"
@@ -362,12 +361,11 @@ def test_dcgm_metrics_in_the_catalog_are_exported_only_by_dcgm() -> None:
 
 
 def test_with_the_secret_keys_set_alerts_are_routed_and_the_secrets_stay_masked() -> None:
+    from infra.apiserver.schema import check_core
+    from infra.checks.observability import routing_findings
     from infra.offline import engine
-    from infra.offline.observability_checks import routing_findings
-    from infra.offline.schema import check_core
-    from infra.spec.load import read_stack_config
-
-    from .conftest import stack_file
+    from infra.spec.input.load import read_stack_config
+    from tests.conftest import stack_file
 
     config = {**read_stack_config(stack_file("local")), "trainyard:alertWebhookUrl": {"secure": "v1:abc"},
               "trainyard:grafanaAdminPassword": {"secure": "v1:def"}}
@@ -385,7 +383,7 @@ def test_with_the_secret_keys_set_alerts_are_routed_and_the_secrets_stay_masked(
 
 
 def test_every_catalog_entry_is_read_by_some_stack() -> None:
-    from infra.offline.observability_checks import grafana_expr
+    from infra.checks.observability import grafana_expr
 
     read: set[str] = set()
     for stack in STACKS:

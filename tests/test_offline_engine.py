@@ -16,16 +16,15 @@ from typing import Any, cast
 import pulumi
 import pytest
 
+from infra.kit.objects import _retain_crds
 from infra.offline import engine, plan
 from infra.offline.chartcache import ChartCacheError
 from infra.offline.charts import CHART_TYPE, Rendered
 from infra.offline.plan import objects, plan_document, render_plan_json, write
-from infra.platform.objects import _retain_crds
-from infra.spec.load import PLATFORM_KEY, read_stack_config
+from infra.spec.input.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
 from infra.spec.versions import Versions
-
-from .conftest import ALL_STACKS, STACKS, capture_of, kube_objects, platform_of, stack_file
+from tests.conftest import ALL_STACKS, STACKS, capture_of, kube_objects, platform_of, stack_file
 
 
 def _by_name(objs: list[dict], name: str, namespace: str | None = None) -> dict:

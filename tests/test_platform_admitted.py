@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from infra.vocabulary import TEAM_LABEL
-
-from .cel import denials
-from .conftest import STACKS, capture_of, kube_objects
+from tests.cel import denials
+from tests.conftest import STACKS, capture_of, kube_objects
 
 DEPLOYER = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from infra.checks.policies import Violation, run_pack
 from infra.offline.engine import Capture, Registration
-from infra.offline.policy_runner import Violation, run_pack
 from policies.rules import POLICIES, POLICY_NAMES
 
 CHART = "kubernetes:helm.sh/v4:Chart"

@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from infra.offline.checks import run_checks
+from infra.checks.catalogue import run_checks
 from infra.offline.engine import Capture
-
-from .conftest import CRDS, capture_of, platform_of
-from .test_policies import add, reg, violations
+from tests.conftest import CRDS, capture_of, platform_of
+from tests.test_policies import add, reg, violations
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -17,16 +17,15 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from infra.offline.checks import run_checks
+from infra.checks.catalogue import run_checks
+from infra.checks.policies import policy_findings, resolve_levels, run_pack
 from infra.offline.engine import Capture
-from infra.offline.policy_runner import policy_findings, resolve_levels, run_pack
 from infra.spec import SpecError, validate
-from infra.spec.load import read_stack_config
+from infra.spec.input.load import read_stack_config
 from policies.config import pack_config
 from policies.rules import POLICIES
-
-from .conftest import STACKS, capture_of, platform_of, raw_platform, stack_file
-from .test_policies import ADMINS, CHART, CONFIG, SECURE_CONFIG, baseline, edit, reg, violations
+from tests.conftest import STACKS, capture_of, platform_of, raw_platform, stack_file
+from tests.test_policies import ADMINS, CHART, CONFIG, SECURE_CONFIG, baseline, edit, reg, violations
 
 
 @pytest.mark.parametrize("stack", STACKS)

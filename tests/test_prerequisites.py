@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
-from infra.offline.checks import Context
+from infra.checks.catalogue import Context
+from infra.checks.prerequisites import check_needs_cover_objects, check_prerequisites
+from infra.commands import main
 from infra.offline.engine import Capture, Registration
-from infra.offline.prerequisite_checks import check_needs_cover_objects, check_prerequisites
 from infra.spec import SpecError, validate
 from infra.spec.prerequisites import Need
-
-from .conftest import STACKS, platform_of, raw_platform, write_stack
+from tests.conftest import STACKS, platform_of, raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from infra.offline.access import access_matrix, aggregated
+from infra.apiserver.rbac import access_matrix, aggregated
 from infra.offline.engine import Capture
-
-from .conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 READ = {"get", "list", "watch"}
 BUILTIN_BROAD = {"cluster-admin", "admin", "edit"}
@@ -287,7 +286,7 @@ INTENDED: dict[tuple[str, str, str], tuple[bool, bool]] = {
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_access_matrix_is_the_intended_one(stack: str) -> None:
-    from infra.offline.access import OTHER_NS, OWN_NS, decisions
+    from infra.apiserver.rbac import OTHER_NS, OWN_NS, decisions
 
     computed: dict[tuple[str, str, str], tuple[bool, bool]] = {}
     table = decisions(capture_of(stack))

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.commands import main
 from infra.spec import SpecError, validate
 from infra.spec.pools import GPU_RESOURCE
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 LAB = "onprem-lab"  # h100: 4 x 8 = 32 GPUs, l40s: 6 x 4 = 24; every GPU is some team's (no shared pool)
 

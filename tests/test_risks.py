@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline.risks import risks
+from infra.review.risks import risks
 
 
 def _file(obj: dict[str, Any]) -> tuple[str, str]:

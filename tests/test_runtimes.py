@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 from kubeflow_trainer_api.models import TrainerV1alpha1ClusterTrainingRuntime
 
-from infra.offline.schema import CrdIndex, check_custom
+from infra.apiserver.schema import CrdIndex, check_custom
 from infra.spec import SpecError, validate
 from infra.spec import runtimes as rt
 from infra.spec.versions import DEFAULT_TRAINER, Versions
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 RUNTIMES = rt.available()
 TOPOLOGY_KEYS = ("kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-required-topology")

@@ -1,4 +1,4 @@
-"""infra/offline/schema.py: core kinds against the Kubernetes schemas, each object's problems remembered by content."""
+"""infra/apiserver/schema.py: core kinds against the Kubernetes schemas, problems remembered by content."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from infra.offline.schema import check_core
+from infra.apiserver.schema import check_core
 
 
 def _deployment(replicas: Any, name: str = "web") -> dict[str, Any]:

@@ -7,8 +7,7 @@ from decimal import Decimal
 import pytest
 
 from infra.spec.pools import GPU_RESOURCE
-
-from .conftest import ALL_STACKS, platform_of
+from tests.conftest import ALL_STACKS, platform_of
 
 
 @pytest.mark.parametrize("stack", ALL_STACKS)

@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from infra.cli import main
+from infra.checks.backup import check_bucket_versioning, check_data_volumes
+from infra.checks.catalogue import Context
+from infra.commands import main
 from infra.offline import engine
-from infra.offline.backup_checks import check_bucket_versioning, check_data_volumes
-from infra.offline.checks import Context
 from infra.platform.storage import VOLUME_LABEL
 from infra.spec.storage import VELERO_VSC_LABEL, storage_of
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket", "azure-native:storage:BlobContainer"}
 STORE_TYPES = {"azure-native:storage:StorageAccount", "aws:efs/fileSystem:FileSystem"}

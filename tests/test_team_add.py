@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import onboard
-from infra.cli import main
-from infra.spec.load import PLATFORM_KEY
-
-from .conftest import ALL_STACKS, platform_of, raw_platform, stack_file, write_stack
+from infra.commands import main
+from infra.commands import team as onboard
+from infra.spec.input.load import PLATFORM_KEY
+from tests.conftest import ALL_STACKS, platform_of, raw_platform, stack_file, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
 

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from infra.offline.checks import Context
+from infra.checks.catalogue import Context
+from infra.checks.identity import check_team_data_identity, workload_findings
 from infra.offline.engine import Capture, Registration
-from infra.offline.identity_checks import check_team_data_identity, workload_findings
-
-from .conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
-from .test_examples import PROJECTS, documents
+from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
+from tests.test_examples import PROJECTS, documents
 
 SA = "datasets"
 AKS_LABEL = {"azure.workload.identity/use": "true"}  # what the AKS webhook looks for on pods (upstream)

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.offline.schema import ManifestLoader
+from infra.apiserver.schema import ManifestLoader
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.pools import GPU_RESOURCE
-
-from .conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_selected
+from tests.conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_selected
 
 PSA = "pod-security.kubernetes.io"
 TEAM_LABEL = "trainyard.io/team"

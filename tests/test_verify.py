@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from infra.live.verify import expectations, verify
 from infra.platform.observability import scrape_jobs
 from infra.spec.cloud_catalog import EFA_RESOURCE
-from infra.verify import expectations, verify
-
-from .conftest import platform_of
+from tests.conftest import platform_of
 
 
 class FakeCluster:

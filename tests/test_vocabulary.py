@@ -10,12 +10,11 @@ import celpy
 import pytest
 import yaml
 
-from infra.offline.schema import ManifestLoader
+from infra.apiserver.schema import ManifestLoader
 from infra.platform.trainer import JOBSET_CONTROLLER, JOBSET_RELEASE, NAMESPACE, TRAINER_CONTROLLER, TRAINER_RELEASE
 from infra.vocabulary import PACK_RULES, tolerates, tolerates_cel
 from policies.rules import POLICY_NAMES
-
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 CHARTS = ROOT.parent / "shared" / "charts"
 _ENV = celpy.Environment()

@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from infra.offline.checks import Context
+from infra.checks.catalogue import Context
+from infra.checks.firewall import FIREWALL, check_webhook_firewall, webhook_ports
 from infra.offline.engine import Registration
-from infra.offline.firewall_checks import FIREWALL, check_webhook_firewall, webhook_ports
-
-from .conftest import capture_of, platform_of
-from .test_cloud_common import POOL_TYPES, of_type
+from tests.conftest import capture_of, platform_of
+from tests.test_cloud_common import POOL_TYPES, of_type
 
 STACK = "gcp-prod"
 
@@ -69,7 +68,7 @@ def test_a_webhook_port_no_ingress_rule_opens_is_a_finding(rules: list[dict[str,
         assert findings == []
     else:
         assert [f.subject for f in findings] == ["webhook port 9443"]
-        assert "kueue-" in findings[0].message and "infra/cluster/gke.py" in findings[0].message
+        assert "kueue-" in findings[0].message and "infra/cluster/gke/cluster.py" in findings[0].message
 
 
 def _webhook_on(target: int) -> tuple[Registration, ...]:

@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from infra.offline.diskcache import cache_dir
-from infra.spec.load import stack_names
-
-from .conftest import ROOT, platform_of
+from infra.spec.input.load import stack_names
+from tests.conftest import ROOT, platform_of
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 ACTIONS = ROOT / ".github" / "actions"

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from infra.offline.access import CLUSTER, NAMESPACED, PERSONA_LABEL, grants
+from infra.accept.runner import Failed, Run, Skipped
+from infra.accept.status import condition
+from infra.apiserver.rbac import CLUSTER, NAMESPACED, PERSONA_LABEL, grants
 from infra.offline.plan import objects
 from infra.platform.backup import DRILL, NAMESPACE
-
-from .runner import Failed, Run, Skipped
-from .status import condition
 
 # Rights no tenant persona holds whatever its roles (the matrix grants none of them; checked below anyway):
 # (verb, API group, resource, where: "own" namespace, "other" team's namespace or "" for cluster scope).

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jobs import Spec, highest_priority, lowest_priority, per_node_gpus
-from .runner import Failed, Run, Skipped
-from .status import admitted, condition, evidence, job_pods, workload_of
-from .training import ceiling, end_state, gpu_pools, submit, training_runtime
+from infra.accept.jobs import Spec, highest_priority, lowest_priority, per_node_gpus
+from infra.accept.runner import Failed, Run, Skipped
+from infra.accept.status import admitted, condition, evidence, job_pods, workload_of
+from infra.accept.training import ceiling, end_state, gpu_pools, submit, training_runtime
 
 OBSERVE_SECONDS = 120.0
 

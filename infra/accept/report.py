@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .runner import Result
+from infra.accept.runner import Result
 
 MARK = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from infra.accept.kube import Kube
     from infra.spec import Platform
-
-    from .kube import Kube
 
 T = TypeVar("T")
 Status = Literal["passed", "failed", "skipped"]

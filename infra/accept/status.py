@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jobs import JOBSET_LABEL
-from .kube import Kube
-from .program import PREFIX
+from infra.accept.jobs import JOBSET_LABEL
+from infra.accept.kube import Kube
+from infra.accept.program import PREFIX
 
 LINE = re.compile(rf"^{PREFIX} (\w+)(?:=(\S+))?((?: \w+=\S+)*)\s*$")
 

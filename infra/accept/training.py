@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.accept.jobs import NOT_RUN, Spec, families, per_node_gpus, trainjob
+from infra.accept.runner import Failed, Run, Skipped
+from infra.accept.status import evidence, finished, job_pods, parse, progress_of
 from infra.spec.pools import POOL_LABEL
 from infra.spec.runtimes import cpu_only
-
-from .jobs import NOT_RUN, Spec, families, per_node_gpus, trainjob
-from .runner import Failed, Run, Skipped
-from .status import evidence, finished, job_pods, parse, progress_of
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 

@@ -1,4 +1,4 @@
-"""Where nodes come from. Every kind returns the same typed contract (infra/contract.py): a Kubernetes provider
+"""Where nodes come from. Every kind returns the same typed contract (infra/kit/contract.py): a Kubernetes provider
 that waits for the nodes, the pools, the capabilities the cluster provides, and the cloud services the platform
 asks for (buckets, workload identities), so nothing above this layer knows which cloud it runs on."""
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.contract import ClusterContract, RemoteWrite, WorkloadIdentity
-from infra.naming import named
+from infra.kit.contract import ClusterContract, RemoteWrite, WorkloadIdentity
+from infra.kit.naming import named
 from infra.spec import Platform
 from infra.spec.prerequisites import Provision
 
@@ -69,14 +69,15 @@ def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig:
 
 
 # Cloud kinds -> (module, component class). The cloud SDKs are large: a stack imports only its own.
-CLOUD_COMPONENTS = {"eks": ("eks", "EksCluster"), "gke": ("gke", "GkeCluster"), "aks": ("aks", "AksCluster")}
+CLOUD_COMPONENTS = {"eks": ("eks.cluster", "EksCluster"), "gke": ("gke.cluster", "GkeCluster"),
+                    "aks": ("aks.cluster", "AksCluster")}
 
 
 def build_cluster(platform: Platform, kubeconfig: pulumi.Input[str] | None) -> ClusterContract:
     """The cluster of a stack; a cloud cluster's kubeconfig comes from the new cluster, not from config."""
     kind = platform.spec.cluster.kind
     if kind == "existing":
-        from .existing import ExistingCluster
+        from infra.cluster.existing.cluster import ExistingCluster
 
         return ExistingCluster(named("cluster"), platform, kubeconfig).contract(platform)
     module, component = CLOUD_COMPONENTS[kind]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import pulumi
 
-from infra.contract import RemoteWrite, WorkloadIdentity
+from infra.kit.contract import RemoteWrite, WorkloadIdentity
 from infra.spec import Platform
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 
@@ -37,7 +37,7 @@ def amazon_managed_prometheus(platform: Platform, region: str, after: Sequence[p
     """`after`: the Pod Identity agent add-on the association needs."""
     import pulumi_aws as aws
 
-    from .eks_addons import pod_role, policy
+    from infra.cluster.eks.addons import pod_role, policy
 
     namespace, account = PROMETHEUS_ACCOUNT
     workspace = aws.amp.Workspace("prometheus", alias=platform.cluster_name, opts=opts)
@@ -56,7 +56,7 @@ def azure_monitor(platform: Platform, group: pulumi.Input[str], location: str, i
                   ) -> tuple[RemoteWrite, WorkloadIdentity]:
     import pulumi_azure_native as azure
 
-    from .aks_identity import CLIENT_ID, USE_LABEL
+    from infra.cluster.aks.identity import CLIENT_ID, USE_LABEL
 
     namespace, account = PROMETHEUS_ACCOUNT
     name = f"{platform.cluster_name}-prometheus"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec.hybrid import Role
+from infra.spec.hybrid.model import Role
 from infra.spec.platform import PlatformSpec
 
 HEADER = """# Stack file reference
@@ -64,7 +64,7 @@ def stack_reference() -> str:
 
 
 def _several_clusters() -> list[str]:
-    """The keys of a stack of several clusters (infra/spec/hybrid.py; docs/hybrid.md)."""
+    """The keys of a stack of several clusters (infra/spec/hybrid/model.py; docs/hybrid.md)."""
     role = Role.model_json_schema(by_alias=True)
     return ["## Several clusters (docs/hybrid.md)", "",
             "Instead of `cluster`, `clusters` maps each cluster's name to its kind (as under `cluster`) plus the "

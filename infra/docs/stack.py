@@ -8,9 +8,9 @@ from typing import Any
 
 from infra.offline.clusters import split
 from infra.offline.engine import Capture
-from infra.offline.hybrid_report import DATA_HEADER, burst_rows, data_rows
 from infra.offline.plan import objects
-from infra.offline.report import capacity_rows
+from infra.review.burst import DATA_HEADER, burst_rows, data_rows
+from infra.review.summary import capacity_rows
 from infra.spec import Platform
 from infra.spec.base import format_amount
 

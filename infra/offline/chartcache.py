@@ -15,12 +15,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from infra.kit import paths
 from infra.spec.versions import Chart
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.ROOT
 # The vendored archives: ../shared/charts beside the checkout, unless the environment names another place.
 VENDORED_ENV = "TRAINYARD_VENDORED_CHARTS"
-VENDORED = Path(os.environ.get(VENDORED_ENV) or ROOT.parent / "shared" / "charts")
+VENDORED = Path(os.environ.get(VENDORED_ENV) or paths.SHARED / "charts")
 
 
 class ChartCacheError(Exception):

@@ -21,12 +21,11 @@ import helm_python as helm
 import yaml
 from helm_python import _native
 
+from infra.apiserver import schema
+from infra.apiserver.schema import ManifestLoader
+from infra.offline.chartcache import ROOT, ChartCacheError, content_digest, ensure
+from infra.offline.diskcache import cached, remembered, source_hash
 from infra.spec.versions import CHART_CACHE, Chart
-
-from . import schema
-from .chartcache import ROOT, ChartCacheError, content_digest, ensure
-from .diskcache import cached, remembered, source_hash
-from .schema import ManifestLoader
 
 CHART_TYPE = "kubernetes:helm.sh/v4:Chart"
 HOOK = "helm.sh/hook"

@@ -1,14 +1,13 @@
 """A multi-cluster stack's run, cluster by cluster: each cluster's resources are those under its top-level
-components, whose names carry the cluster (infra/naming.py). Every check then runs on each cluster as on a
+components, whose names carry the cluster (infra/kit/naming.py). Every check then runs on each cluster as on a
 single-cluster stack, against that cluster's own Platform."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from infra.offline.engine import Capture, Registration
 from infra.spec import Platform
-
-from .engine import Capture, Registration
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 

@@ -20,14 +20,16 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-ROOT = Path(__file__).resolve().parents[2]
+from infra.kit import paths
+
+ROOT = paths.ROOT
 T = TypeVar("T")
 _MEMORY: dict[str, bytes] = {}
 CACHE_ENV = "TRAINYARD_CACHE"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or ROOT / ".cache" / "offline")
+    return Path(os.environ.get(CACHE_ENV) or paths.CACHE)
 
 
 def source_hash(*paths: Path) -> str:

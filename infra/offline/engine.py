@@ -23,15 +23,15 @@ from pulumi.runtime import settings
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.stack import run_pulumi_func
 
-from infra.platform.objects import type_token
+from infra.kit import paths
+from infra.kit.objects import type_token
+from infra.offline.charts import CHART_TYPE, Rendered, child_name, render_all, source_of
+from infra.offline.fakes import OfflineMocks, echoes_inputs, fake_id
+from infra.offline.stacktrace import lean_stack_traces
 from infra.spec import KUBECONFIG_KEY, PLATFORM_KEY, PROJECT
-from infra.spec.keys import OFFLINE_MASK
+from infra.spec.input.keys import OFFLINE_MASK
 
-from .charts import CHART_TYPE, Rendered, child_name, render_all, source_of
-from .fakes import OfflineMocks, echoes_inputs, fake_id
-from .stacktrace import lean_stack_traces
-
-PROGRAM = Path(__file__).resolve().parents[1] / "__main__.py"
+PROGRAM = paths.PROGRAM
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 SECRET = OFFLINE_MASK
 

@@ -7,12 +7,9 @@ fully qualified and pinned.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from infra.spec import Finding
 from infra.spec.pins import unpinned_image
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -77,32 +74,3 @@ def stack_images(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
         for image in object_images(obj):
             users.setdefault(image, set()).add(subject)
     return {image: sorted(users[image]) for image in sorted(users)}
-
-
-def image_findings(objects: list[dict[str, Any]]) -> list[Finding]:
-    return [Finding("images", users[0], f"image '{image}' is not fully qualified and pinned: write it as "
-                    "registry/repository:tag (or @sha256:...)" + (f"; also used by {len(users) - 1} more object(s)"
-                                                                   if len(users) > 1 else ""))
-            for image, users in stack_images(objects).items() if not qualified(image)]
-
-
-def cmd_images(args: argparse.Namespace) -> int:
-    from infra.cli import CLEAN, FINDINGS, _load, _run
-    from infra.offline.plan import objects
-
-    path, platform = _load(args.stack)
-    images = stack_images([obj for _, obj in objects(_run(path, platform))])
-    for image in images:
-        print(image)
-    bad = [image for image in images if not qualified(image)]
-    for image in bad:
-        print(f"error: image '{image}' is not fully qualified and pinned", file=sys.stderr)
-    return FINDINGS if bad else CLEAN
-
-
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from infra.cli import STACK_HELP  # here: infra.cli imports this module when it builds its parser
-
-    images = sub.add_parser("images", help="every image the stack runs, one a line, sorted (for mirroring)")
-    images.add_argument("stack", help=STACK_HELP)
-    images.set_defaults(func=cmd_images)

@@ -13,14 +13,13 @@ from typing import Any
 import orjson
 import yaml
 
+from infra.offline import engine
+from infra.offline.charts import HOOK, Rendered
+from infra.offline.clusters import split
+from infra.offline.diskcache import cached, content_key, source_hash
+from infra.offline.engine import Capture, Registration
 from infra.spec import Platform
-from infra.spec.load import read_stack_config
-
-from . import engine
-from .charts import HOOK, Rendered
-from .clusters import split
-from .diskcache import cached, content_key, source_hash
-from .engine import Capture, Registration
+from infra.spec.input.load import read_stack_config
 
 KUBERNETES = "kubernetes:"
 NOT_OBJECTS = ("kubernetes:helm.sh/", "kubernetes:yaml/", "kubernetes:kustomize/")

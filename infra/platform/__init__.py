@@ -13,24 +13,23 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi import Output
 
-from infra.contract import ClusterContract
-from infra.naming import cluster_scope, named
+from infra.kit.contract import ClusterContract
+from infra.kit.naming import cluster_scope, named
+from infra.platform.admission import Admission
+from infra.platform.backup import Backup
+from infra.platform.burst_data import BurstData
+from infra.platform.fabric import fabric
+from infra.platform.gpu import gpu_operator
+from infra.platform.kueue import Kueue
+from infra.platform.multikueue import MultiKueue, MultiKueueWorker
+from infra.platform.observability import observability
+from infra.platform.rbac import Access
+from infra.platform.storage import Storage
+from infra.platform.tenancy import Tenancy
+from infra.platform.trainer import Trainer
 from infra.spec import Platform
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
-
-from .admission import Admission
-from .backup import Backup
-from .burst_data import BurstData
-from .fabric import fabric
-from .gpu import gpu_operator
-from .kueue import Kueue
-from .multikueue import MultiKueue, MultiKueueWorker
-from .observability import observability
-from .rbac import Access
-from .storage import Storage
-from .tenancy import Tenancy
-from .trainer import Trainer
 
 
 @dataclass(frozen=True)

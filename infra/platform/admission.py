@@ -32,6 +32,19 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.kit.objects import child_opts, kube_object, metadata
+from infra.platform.admission_cel import (
+    asks_gpu,
+    every_container,
+    every_pod_spec,
+    is_set,
+    lit,
+    resource_rules,
+    security_field,
+    when,
+)
+from infra.platform.rbac import ci_subjects
+from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
 from infra.spec.flavors import gpu_taints
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
@@ -54,20 +67,6 @@ from infra.vocabulary import (
     WORKLOADS,
     tolerates_cel,
 )
-
-from .admission_cel import (
-    asks_gpu,
-    every_container,
-    every_pod_spec,
-    is_set,
-    lit,
-    resource_rules,
-    security_field,
-    when,
-)
-from .objects import child_opts, kube_object, metadata
-from .rbac import ci_subjects
-from .trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 
 API = "admissionregistration.k8s.io/v1"
 # kube-controller-manager's job controller: its own ServiceAccount when the controller manager runs with

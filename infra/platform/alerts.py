@@ -11,14 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from infra.platform.backup import DRILL
+from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
+from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
+from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
 from infra.spec.pools import POOL_LABEL
-
-from .backup import DRILL
-from .backup import NAMESPACE as VELERO_NAMESPACE
-from .kueue import NAMESPACE as KUEUE_NAMESPACE
-from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
 DCGM_JOB = "nvidia-dcgm-exporter"
 # XIDs that mean the GPU needs a reset or replacement (NVIDIA XID catalogue); application XIDs (13, 31, 43, 45)

@@ -12,17 +12,16 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.contract import WorkloadIdentity
-from infra.naming import named
+from infra.kit.contract import WorkloadIdentity
+from infra.kit.naming import named
+from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
+from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
+from infra.platform.storage import JOB_RESOURCES, RESTRICTED
 from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE, VELERO_PLUGINS
 from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
-
-from .network import ANYWHERE, Flow, guard_namespace, metrics
-from .objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
-from .storage import JOB_RESOURCES, RESTRICTED
 
 API = "velero.io/v1"
 NAMESPACE = VELERO_NAMESPACE

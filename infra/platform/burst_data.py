@@ -1,6 +1,6 @@
 """On a worker of a multi-cluster stack, what a dispatched job needs to reach its data: per bursting team
 namespace, the ConfigMap `trainyard-data` saying where its datasets and checkpoints are from this cluster
-(infra/spec/burst_data.py `data_env`), and, when the job reads the manager's object store, an egress
+(infra/spec/hybrid/burst_data.py `data_env`), and, when the job reads the manager's object store, an egress
 NetworkPolicy to that store's published address (team namespaces deny all other egress). The pull Secrets of
 private registries go on the team's `datasets` account (infra/platform/storage.py)."""
 
@@ -11,11 +11,10 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata
+from infra.platform.network import range_egress
 from infra.spec import Platform
-from infra.spec.burst_data import CONFIG_MAP, ManagerStore, data_env
-
-from .network import range_egress
-from .objects import NETWORKING_API, child_opts, kube_object, metadata
+from infra.spec.hybrid.burst_data import CONFIG_MAP, ManagerStore, data_env
 
 EGRESS_POLICY = "allow-manager-object-store"
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.platform.alerts import GPU_UTIL_BY_POOL, NOT_FOLLOWER, POOL_SERIES
+from infra.platform.backup import DRILL
+from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
 from infra.spec import Platform
-
-from .alerts import GPU_UTIL_BY_POOL, NOT_FOLLOWER, POOL_SERIES
-from .backup import DRILL
-from .backup import NAMESPACE as VELERO_NAMESPACE
 
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}

@@ -13,12 +13,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.naming import named
+from infra.kit.naming import named
+from infra.kit.objects import child_opts, helm_chart
 from infra.spec import Flavor, Platform
 from infra.spec.flavors import distinct_tolerations
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
-
-from .objects import child_opts, helm_chart
 
 NAMESPACE = "kube-system"
 

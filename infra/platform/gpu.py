@@ -18,14 +18,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.naming import named
+from infra.kit.naming import named
+from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
+from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
 from infra.spec import Platform
 from infra.spec.flavors import GpuOffer
 from infra.spec.metrics import dcgm_metrics_csv
 from infra.spec.versions import GPU_OPERATOR_CHART
-
-from .network import ANYWHERE, Flow, guard_namespace, metrics
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace
 
 NAMESPACE = "gpu-operator"
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"

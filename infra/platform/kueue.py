@@ -12,13 +12,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
+from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.queueing import TeamQueue, topology_name
 from infra.vocabulary import TEAM_LABEL
-
-from .network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 
 API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = "kueue-system"

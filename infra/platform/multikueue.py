@@ -21,12 +21,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
+from infra.platform.kueue import API, FRAMEWORKS, cluster_queue_spec, cohort_spec
+from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
 from infra.spec import Platform
-from infra.spec.hybrid import Hybrid, burst_queue
-
-from .kueue import API, FRAMEWORKS, cluster_queue_spec, cohort_spec
-from .kueue import NAMESPACE as KUEUE_NAMESPACE
-from .objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
+from infra.spec.hybrid.model import Hybrid, burst_queue
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -16,9 +16,8 @@ from typing import Any, NamedTuple
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL
-
-from .objects import NETWORKING_API, child_opts, kube_object, metadata
 
 ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
 

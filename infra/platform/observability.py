@@ -32,21 +32,20 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from infra.contract import RemoteWrite, WorkloadIdentity
-from infra.naming import named
+from infra.kit.contract import RemoteWrite, WorkloadIdentity
+from infra.kit.naming import named
+from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
+from infra.platform.alerts import DCGM_JOB, rule_groups
+from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
+from infra.platform.dashboards import SIDECAR_LABEL, dashboards
+from infra.platform.gpu import NAMESPACE as GPU_NAMESPACE
+from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
+from infra.platform.tenancy import psa_labels
+from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.spec import Platform
 from infra.spec.observability import GOOGLE
 from infra.spec.pools import POOL_LABEL
 from infra.spec.versions import GMP_PROMETHEUS_IMAGE, GMP_PROMETHEUS_VERSION, KUBE_PROMETHEUS_STACK_CHART
-
-from .alerts import DCGM_JOB, rule_groups
-from .backup import NAMESPACE as VELERO_NAMESPACE
-from .dashboards import SIDECAR_LABEL, dashboards
-from .gpu import NAMESPACE as GPU_NAMESPACE
-from .kueue import NAMESPACE as KUEUE_NAMESPACE
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace
-from .tenancy import psa_labels
-from .trainer import NAMESPACE as TRAINER_NAMESPACE
 
 API = "monitoring.coreos.com/v1"
 NAMESPACE = "monitoring"

@@ -10,14 +10,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.contract import ClusterContract
-from infra.naming import named
+from infra.kit.contract import ClusterContract
+from infra.kit.naming import named
+from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from infra.spec import Platform
-from infra.spec.burst_data import pull_secrets
+from infra.spec.hybrid.burst_data import pull_secrets
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
-
-from .objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 
 VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
 BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on

@@ -9,16 +9,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.naming import named
+from infra.kit.naming import named
+from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
+from infra.platform.network import range_egress
+from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
+from infra.platform.trainer import TRAINER_STATUS_PORT
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
 from infra.spec.teams import TeamSpec
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
-
-from .network import range_egress
-from .objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
-from .trainer import NAMESPACE as TRAINER_NAMESPACE
-from .trainer import TRAINER_STATUS_PORT
 
 CI_SERVICE_ACCOUNT = "trainyard-ci"
 

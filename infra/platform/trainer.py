@@ -10,10 +10,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
+from infra.platform.network import TEAM_PODS, Flow, guard_namespace, metrics, webhooks
 from infra.spec import Platform
-
-from .network import TEAM_PODS, Flow, guard_namespace, metrics, webhooks
-from .objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 
 NAMESPACE = "kubeflow-system"
 # The Helm releases (the chart resources' names below) and the controller ServiceAccounts the charts name

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import DnsLabel, Strict
-from .cron import Cron
-from .storage import StorageFacts, storage_of
+from infra.spec.base import DnsLabel, Strict
+from infra.spec.cron import Cron
+from infra.spec.storage import StorageFacts, storage_of
 
 DURATION = r"^[0-9]+h$"
 DRILL_PREFIX = "drill-"

@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .names import dns1123_label, label_value, qualified_name
+from infra.spec.names import dns1123_label, label_value, qualified_name
 
 
 class Strict(BaseModel):

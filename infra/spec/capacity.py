@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from . import runtimes
-from .borrowing import DEFAULT_BORROWING_LIMIT
-from .derive import Platform
-from .findings import Finding
+from infra.spec import runtimes
+from infra.spec.borrowing import DEFAULT_BORROWING_LIMIT
+from infra.spec.derive import Platform
+from infra.spec.findings import Finding
 
 
 def _amount(resource: str, value: Decimal) -> str:

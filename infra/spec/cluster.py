@@ -14,13 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from .base import DnsLabel, PositiveInt, Strict, ipv4_cidr
-from .catalog import gpu_model
-from .cloud_catalog import Cloud, machine
-from .pools import PoolSpec
-from .prerequisites import capability_problem
-from .regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
-from .teams import GroupName
+from infra.spec.base import DnsLabel, PositiveInt, Strict, ipv4_cidr
+from infra.spec.catalog import gpu_model
+from infra.spec.cloud_catalog import Cloud, machine
+from infra.spec.pools import PoolSpec
+from infra.spec.prerequisites import capability_problem
+from infra.spec.regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
+from infra.spec.teams import GroupName
 
 # What a reserved pool's `reservation` is on each cloud (the field each cluster module passes it to): an EC2
 # capacity reservation id (launch template capacityReservationTarget), a Compute Engine reservation name or the

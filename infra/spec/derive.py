@@ -13,25 +13,25 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from . import runtimes
-from .backup import BackupFacts, backup_of
-from .base import parse_quantity
-from .borrowing import whole_pool_problem
-from .cluster import GpuStack
-from .errors import SpecError, rooted
-from .flavors import CPU, MEMORY, Flavor, build_flavor
-from .keys import PLATFORM_KEY
-from .observability import ObservabilityFacts, derive_observability
-from .platform import PlatformSpec
-from .pools import PoolSpec
-from .prerequisites import Prerequisites, derive_prerequisites
-from .queueing import QueueingFacts, derive_queueing
-from .storage import TEAM_DATA_ACCOUNT, StorageFacts
-from .teams import TeamSpec, acceptance_namespace
-from .versions import Verdict, verdicts
+from infra.spec import runtimes
+from infra.spec.backup import BackupFacts, backup_of
+from infra.spec.base import parse_quantity
+from infra.spec.borrowing import whole_pool_problem
+from infra.spec.cluster import GpuStack
+from infra.spec.flavors import CPU, MEMORY, Flavor, build_flavor
+from infra.spec.input.errors import SpecError, rooted
+from infra.spec.input.keys import PLATFORM_KEY
+from infra.spec.observability import ObservabilityFacts, derive_observability
+from infra.spec.platform import PlatformSpec
+from infra.spec.pools import PoolSpec
+from infra.spec.prerequisites import Prerequisites, derive_prerequisites
+from infra.spec.queueing import QueueingFacts, derive_queueing
+from infra.spec.storage import TEAM_DATA_ACCOUNT, StorageFacts
+from infra.spec.teams import TeamSpec, acceptance_namespace
+from infra.spec.versions import Verdict, verdicts
 
 if TYPE_CHECKING:
-    from .hybrid import Hybrid, Member
+    from infra.spec.hybrid.model import Hybrid, Member
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from .base import parse_quantity
-from .catalog import gpu_model
-from .cluster import ClusterSpec, GpuStack
-from .pools import GPU_RESOURCE, POOL_LABEL, PoolSpec, Taint
+from infra.spec.base import parse_quantity
+from infra.spec.catalog import gpu_model
+from infra.spec.cluster import ClusterSpec, GpuStack
+from infra.spec.pools import GPU_RESOURCE, POOL_LABEL, PoolSpec, Taint
 
 T = TypeVar("T")
 

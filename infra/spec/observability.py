@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from . import metrics
-from .base import Strict, VolumeSize, parse_quantity
-from .storage import BLOCK
+from infra.spec import metrics
+from infra.spec.base import Strict, VolumeSize, parse_quantity
+from infra.spec.storage import BLOCK
 
 Severity = Literal["critical", "warning", "info"]
 PAGED: tuple[Severity, ...] = ("critical", "warning")

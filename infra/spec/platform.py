@@ -7,18 +7,18 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .backup import BackupSpec
-from .base import DnsLabel, Strict
-from .cluster import ClusterSpec
-from .namespaces import reserved_problem
-from .observability import ObservabilitySpec, check_managed_prometheus
-from .policy import PolicySpec
-from .pools import MAX_NODES, PoolSpec
-from .queueing import Queueing, check_queueing
-from .runtimes import available as available_runtimes
-from .storage import StorageSpec
-from .teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace
-from .versions import Versions, verdicts
+from infra.spec.backup import BackupSpec
+from infra.spec.base import DnsLabel, Strict
+from infra.spec.cluster import ClusterSpec
+from infra.spec.namespaces import reserved_problem
+from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
+from infra.spec.policy import PolicySpec
+from infra.spec.pools import MAX_NODES, PoolSpec
+from infra.spec.queueing import Queueing, check_queueing
+from infra.spec.runtimes import available as available_runtimes
+from infra.spec.storage import StorageSpec
+from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace
+from infra.spec.versions import Versions, verdicts
 
 
 class Identity(Strict):

@@ -9,9 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from infra.spec.base import Strict
 from infra.vocabulary import PACK_RULES
-
-from .base import Strict
 
 Level = Literal["mandatory", "advisory", "disabled"]
 DEFAULT_REGISTRY = "docker.io"

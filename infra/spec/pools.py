@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .base import (
+from infra.spec.base import (
     Bytes,
     DnsLabel,
     LabelKey,
@@ -26,8 +26,8 @@ from .base import (
     label_key,
     parse_quantity,
 )
-from .catalog import gpu_model
-from .cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
+from infra.spec.catalog import gpu_model
+from infra.spec.cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
 
 POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .versions import CLUSTER_AUTOSCALER_IMAGES
+from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
                     "workload-identity")

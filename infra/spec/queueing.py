@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from .base import DnsLabel, Int32, NonNegativeInt32, PositiveInt32, Strict
-from .borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
+from infra.spec.base import DnsLabel, Int32, NonNegativeInt32, PositiveInt32, Strict
+from infra.spec.borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
 
 if TYPE_CHECKING:
-    from .derive import Flavor, TeamFacts
-    from .pools import PoolSpec
-    from .teams import TeamSpec
+    from infra.spec.derive import Flavor, TeamFacts
+    from infra.spec.pools import PoolSpec
+    from infra.spec.teams import TeamSpec
 
 DURATION = r"^[0-9]+(s|m|h)$"
 HOSTNAME = "kubernetes.io/hostname"

@@ -15,22 +15,21 @@ import copy
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from infra import vocabulary
-
-from .base import parse_quantity
-from .flavors import distinct_tolerations
+from infra.kit import paths
+from infra.spec.base import parse_quantity
+from infra.spec.flavors import distinct_tolerations
 
 if TYPE_CHECKING:
-    from .derive import Flavor
-    from .platform import TrainerSpec
-    from .pools import PoolSpec
+    from infra.spec.derive import Flavor
+    from infra.spec.platform import TrainerSpec
+    from infra.spec.pools import PoolSpec
 
-RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "runtimes"
+RUNTIMES_DIR = paths.RUNTIMES
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
 ACCELERATOR_LABEL = "trainyard.io/accelerator"  # "none" on runtimes that must stay off GPU pools
 TOPOLOGY_ANNOTATION = {"preferred": "kueue.x-k8s.io/podset-preferred-topology",

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .base import DnsLabel, Strict, VolumeSize
-from .cron import Cron
-from .names import dns1123_subdomain
-from .regions import aws_region, azure_location
+from infra.spec.base import DnsLabel, Strict, VolumeSize
+from infra.spec.cron import Cron
+from infra.spec.names import dns1123_subdomain
+from infra.spec.regions import aws_region, azure_location
 
 Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]
 CLOUD_PROFILES = ("aws", "gcp", "azure")

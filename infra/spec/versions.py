@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from .base import Strict
+from infra.spec.base import Strict
 
 # Every chart archive Trainyard may install -> the sha256 of its content (infra/offline/chartcache.py:
 # each file's path and sha256, in path order). A chart without an entry cannot be installed; to add or bump

@@ -1,0 +1,101 @@
+"""Would this stack's cluster admit these manifests (`trainyard admit`), and if not, which rule refuses each object
+and why. Exit 0 all admitted, 1 something refused, 2 bad input (one line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.apiserver.review import Reviewer
+from infra.apiserver.schema import CrdIndex
+from infra.apiserver.state import ClusterState, decoded
+from infra.apiserver.verdict import Refusal, subject
+from infra.offline import engine
+from infra.offline.plan import objects
+from infra.spec import Platform, SpecError, load_file, stack_path
+from infra.spec.input import yaml_input
+from infra.spec.input.load import read_stack_config
+
+TENANT = "trainyard-tenant"  # the user the policies see: a tenant, not the platform
+CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "ClusterTrainingRuntime", "ClusterQueue",
+                            "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "PriorityClass",
+                            "StorageClass", "PersistentVolume", "CustomResourceDefinition", "Node",
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"})
+
+
+def read_manifests(files: list[str]) -> list[dict[str, Any]]:
+    """Every document of every file; a file that cannot be read or a document that is not a Kubernetes
+    object is bad input (SpecError: one line naming the file and document)."""
+    found: list[dict[str, Any]] = []
+    for name in files:
+        text = ""
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+            documents = yaml_input.load_all(text)  # aliases bounded, no key given twice
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or error
+            raise SpecError(name, f"cannot read it ({reason}); give a readable YAML file") from error
+        except yaml_input.YamlInputError as error:
+            raise SpecError(f"{name}: {error.path}" if error.path else name, str(error)) from None
+        except yaml.YAMLError as error:
+            raise SpecError(name, f"not valid YAML{yaml_input.syntax_problem(error, text)}") from error
+        for position, document in enumerate(documents, start=1):
+            if document is None:
+                continue
+            if not (isinstance(document, dict) and isinstance(document.get("apiVersion"), str)
+                    and isinstance(document.get("kind"), str) and isinstance(document.get("metadata"), dict)
+                    and isinstance(document["metadata"].get("name"), str)):
+                raise SpecError(f"{name} document {position}", "not a Kubernetes object: it needs apiVersion, "
+                                "kind and metadata.name")
+            if document["kind"] not in CLUSTER_SCOPED:
+                document["metadata"].setdefault("namespace", "default")  # as kubectl applies it
+            found.append(document)
+    if not found:
+        raise SpecError(" ".join(files), "no Kubernetes object in the file(s)")
+    return found
+
+
+def _missing_namespace(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+    namespace = obj.get("metadata", {}).get("namespace")
+    if namespace and cluster.namespace_labels(namespace) is None:
+        return [Refusal("namespace", "metadata.namespace", f"namespaces \"{namespace}\" not found: the stack "
+                        "declares no such namespace")]
+    return []
+
+
+def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
+           crds: CrdIndex | None) -> tuple[list[str], int]:
+    """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
+    what the stack renders plus what is submitted together. Each is a CREATE: the API server drops `status`
+    before admission (it is the controllers' to write, through the status subresource)."""
+    submitted = [decoded({key: value for key, value in obj.items() if key != "status"}) for obj in submitted]
+    cluster = ClusterState([obj for _, obj in objects(capture)] + submitted)
+    reviewer = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes)
+    lines: list[str] = []
+    refused = 0
+    unchecked = set()
+    for obj in submitted:
+        verdict = reviewer.review(obj, user=TENANT)
+        refusals = _missing_namespace(obj, cluster) + verdict.refusals
+        unchecked.update(verdict.unchecked)
+        refused += bool(refusals)
+        lines += [f"refused {subject(obj)}: {r.line()}" for r in refusals] or [f"admitted {subject(obj)}"]
+        lines += [f"warning {subject(obj)}: {w.line()}" for w in verdict.warnings]
+    lines += [f"not checked offline: {item.where}: {item.why}" for item in sorted(unchecked)]
+    if crds is None:
+        lines.append("not checked offline: custom resources against their CRDs (no CRD directory; pass --crds DIR)")
+    return lines, refused
+
+
+def admit(stack: str, files: list[str], crds_dir: Path | None, root: Path) -> int:
+    submitted = read_manifests(files)
+    path = stack_path(stack, root)
+    platform = load_file(path)
+    capture = engine.run(platform.stack, read_stack_config(path))
+    crds = CrdIndex(crds_dir, platform.spec.versions.crd_dirs()) if crds_dir else None
+    lines, refused = answer(platform, capture, submitted, crds)
+    print("\n".join(lines))
+    print(f"admit {platform.stack}: {len(submitted) - refused} admitted, {refused} refused")
+    return 1 if refused else 0

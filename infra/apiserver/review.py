@@ -1,0 +1,80 @@
+"""One admission review: everything the API server (and what runs behind it) would say about one object, in
+the order the server applies it: the CRD or core schema, the CRD's CEL rules, the operators' validating
+webhooks, the ValidatingAdmissionPolicies with their bindings, Pod Security of the target namespace, and
+finally whether Kueue can ever run it (queue and quota)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.apiserver import crd_rules, podsecurity, queues, vap, webhooks
+from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_custom
+from infra.apiserver.state import ClusterState
+from infra.apiserver.verdict import Refusal, Unchecked
+from infra.spec.versions import Versions
+
+_TYPE_ERROR = " is not of type "  # how the schema check words a value of the wrong type (jsonschema's message)
+
+
+@dataclass
+class Verdict:
+    refusals: list[Refusal] = field(default_factory=list)
+    warnings: list[Refusal] = field(default_factory=list)
+    unchecked: list[Unchecked] = field(default_factory=list)
+    rules: int = 0  # rules evaluated on this object
+
+    @property
+    def admitted(self) -> bool:
+        return not self.refusals
+
+
+class Reviewer:
+    """The offline API server of one stack: its pinned CRDs and webhook rules, and what the cluster holds."""
+
+    def __init__(self, versions: Versions, crds: CrdIndex | None, cluster: ClusterState,
+                 kueue_excluded: tuple[str, ...] = ()) -> None:
+        self.versions = versions
+        self.kueue_excluded = kueue_excluded
+        self.crds = crds
+        self.cluster = cluster
+        self.webhook_rules, self.missing_webhooks = webhooks.rules_for(versions)
+
+    def schema(self, obj: dict[str, Any]) -> list[Refusal]:
+        if is_custom(obj, self.crds):
+            problems = check_custom(obj, self.crds) if self.crds is not None else []
+        else:
+            problems = check_core(obj, self.versions.kubernetes)
+        return [Refusal("schema", "", problem) for problem in problems]
+
+    def review(self, obj: dict[str, Any], operation: str = "CREATE", user: str = "trainyard",
+               queues_too: bool = True) -> Verdict:
+        verdict = Verdict(refusals=self.schema(obj), unchecked=list(self.missing_webhooks))
+        crd_schema = self.crds.schema(obj.get("apiVersion", ""), obj.get("kind", "")) \
+            if self.crds is not None and is_custom(obj, self.crds) else None
+        # A CRD's rules are skipped when a value has the wrong type (the API server's "blocking" errors), and an
+        # object refused by its schema or rules reaches no validating webhook or policy: the server validates it
+        # before it calls them.
+        if crd_schema is not None and not any(_TYPE_ERROR in refusal.message for refusal in verdict.refusals):
+            outcome = crd_rules.evaluate(obj, crd_schema)
+            verdict.refusals += outcome.refusals
+            verdict.unchecked += outcome.unchecked
+            verdict.rules += outcome.evaluated
+        if verdict.refusals:
+            return verdict
+        try:
+            verdict.refusals += webhooks.review(obj, self.cluster, self.webhook_rules)
+            policies = vap.evaluate(vap.Request(obj, operation, user), self.cluster)
+            verdict.refusals += policies.refusals
+            verdict.warnings += policies.warnings
+            verdict.unchecked += policies.unchecked
+            verdict.rules += policies.evaluated
+            verdict.refusals += podsecurity.review(obj, self.cluster)
+            if queues_too:
+                verdict.refusals += queues.review(obj, self.cluster, self.kueue_excluded)
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError) as error:
+            # Only an object no schema vetted gets here malformed (a custom resource without its CRD): a webhook
+            # that cannot decode it into its Go type refuses it, and so does this review.
+            verdict.refusals.append(Refusal("decode", "", f"a field has the wrong type or shape for {obj.get('kind')} "
+                                            f"({type(error).__name__}: {str(error)[:120]}): fix the manifest"))
+        return verdict

@@ -1,0 +1,100 @@
+"""Admission webhooks reachable from the control plane, over a captured stack.
+
+GKE nodes are private here, and GKE's own firewall rule lets the control plane reach them on 443 and 10250 only.
+Every webhook of the plan (ours and the rendered charts') is followed to the port its server listens on: the
+Service's targetPort, a named one through the container ports of the pods the Service selects. A port outside
+GKE's own rule that no ingress firewall rule opens is a finding: the API server could not call that webhook, and
+with failurePolicy Fail every object it guards would be refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from infra import vocabulary
+from infra.spec import Finding
+
+if TYPE_CHECKING:
+    from infra.checks.catalogue import Context
+
+CHECK = "firewall"
+GKE_OPEN_PORTS = frozenset({443, 10250})  # GKE's rule from the control plane to private nodes
+FIREWALL = "gcp:compute/firewall:Firewall"
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+SERVER_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def _target(service: Mapping[str, Any], port: int, servers: list[Mapping[str, Any]]) -> int | None:
+    """The port a Service's `port` reaches on its pods, or None when the plan does not tell."""
+    entry = next((p for p in service.get("spec", {}).get("ports", []) if p.get("port") == port), None)
+    if entry is None:
+        return None
+    target = entry.get("targetPort", port)
+    if isinstance(target, int):
+        return target
+    selector = service["spec"].get("selector") or {}
+    for template in servers:
+        labels = template.get("metadata", {}).get("labels", {})
+        if selector and selector.items() <= labels.items():
+            for container in vocabulary.containers(template.get("spec", {})):
+                for declared in container.get("ports", []):
+                    if declared.get("name") == target:
+                        return int(declared["containerPort"])
+    return None
+
+
+def webhook_ports(objects: Iterable[Mapping[str, Any]]) -> dict[int | None, list[str]]:
+    """Server port -> the webhooks served on it ("<configuration>/<webhook>"); None: a port the plan cannot tell."""
+    objects = list(objects)
+    services = {(o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects
+                if o.get("kind") == "Service"}
+    servers: dict[str | None, list[Mapping[str, Any]]] = {}
+    for obj in objects:
+        if obj.get("kind") in SERVER_KINDS:
+            servers.setdefault(obj["metadata"].get("namespace"), []).extend(
+                vocabulary.pod_templates(str(obj["kind"]), obj))
+    found: dict[int | None, list[str]] = {}
+    for config in objects:
+        if config.get("kind") not in WEBHOOK_KINDS:
+            continue
+        for webhook in config.get("webhooks", []):
+            reference = webhook.get("clientConfig", {}).get("service")
+            if reference is None:  # a URL webhook: outside the cluster
+                continue
+            service = services.get((reference.get("namespace"), reference.get("name")))
+            port = None if service is None else _target(service, int(reference.get("port", 443)),
+                                                         servers.get(reference.get("namespace"), []))
+            found.setdefault(port, []).append(f"{config['metadata']['name']}/{webhook.get('name')}")
+    return found
+
+
+def _opened(rules: Iterable[Mapping[str, Any]]) -> set[int]:
+    ports: set[int] = set()
+    for rule in rules:
+        if rule.get("direction", "INGRESS") != "INGRESS" or not rule.get("sourceRanges"):
+            continue
+        for allow in rule.get("allows", []):
+            if allow.get("protocol") not in ("tcp", "all"):
+                continue
+            for item in allow.get("ports", []):
+                low, _, high = str(item).partition("-")
+                ports |= set(range(int(low), int(high or low) + 1))
+    return ports
+
+
+def check_webhook_firewall(ctx: Context) -> list[Finding]:
+    if ctx.platform.spec.cluster.kind != "gke":
+        return []
+    opened = GKE_OPEN_PORTS | _opened(r.inputs for r in ctx.capture.resources if r.type == FIREWALL)
+    findings = []
+    for port, webhooks in sorted(webhook_ports(ctx.objects()).items(), key=lambda item: item[0] or 0):
+        shown = f"{len(webhooks)} webhook(s) of " + ", ".join(sorted({name.split("/")[0] for name in webhooks}))
+        if port is None:
+            findings.append(Finding(CHECK, "webhooks", f"{shown}: the plan does not tell which port the server "
+                                    "listens on (no Service, or a named targetPort no selected pod declares)"))
+        elif port not in opened:
+            findings.append(Finding(CHECK, f"webhook port {port}", f"{shown} listen on {port}, which the GKE "
+                                    "control plane cannot reach on private nodes (only 443 and 10250 are open): "
+                                    "add the port to the webhooks firewall rule (infra/cluster/gke/cluster.py)"))
+    return findings
