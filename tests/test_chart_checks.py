@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.apiserver.schema import ManifestLoader
 from infra.checks.catalogue import Context
 from infra.checks.charts import check_chart_hooks, check_declared_once, check_images
 from infra.commands import main
+from infra.kit.manifests import ManifestLoader
 from infra.offline.engine import Capture, _plain
 from infra.offline.images import object_images, qualified, stack_images
 from infra.offline.plan import manifest_path, objects, render_plan_json

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.apiserver.schema import ManifestLoader
+from infra.kit.manifests import ManifestLoader
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.pools import GPU_RESOURCE

@@ -10,7 +10,7 @@ import celpy
 import pytest
 import yaml
 
-from infra.apiserver.schema import ManifestLoader
+from infra.kit.manifests import ManifestLoader
 from infra.platform.trainer import JOBSET_CONTROLLER, JOBSET_RELEASE, NAMESPACE, TRAINER_CONTROLLER, TRAINER_RELEASE
 from infra.vocabulary import PACK_RULES, tolerates, tolerates_cel
 from policies.rules import POLICY_NAMES

@@ -16,6 +16,7 @@ from typing import Any
 
 from infra.apiserver.selectors import matches_selector
 from infra.kit import paths
+from infra.kit.tables import markdown_table
 from infra.offline.engine import Capture
 from infra.offline.plan import objects
 
@@ -163,12 +164,6 @@ def _cell(items: Iterable[Grant]) -> str:
     return "; ".join(f"{', '.join(sorted(verbs))} [{scope}]" for scope, verbs in sorted(by_scope.items()))
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    header, *body = rows
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body), ""]
-
-
 def _subjects(capture: Capture) -> list[list[str]]:
     held: dict[tuple[str, str], set[str]] = defaultdict(set)
     for binding in _rules(capture)[1]:
@@ -204,7 +199,7 @@ def access_matrix(capture: Capture) -> str:
         ("No persona is granted `*` or a built-in admin role." if not broad
          else "WARNING: broad grants: " + ", ".join(broad) + "."), "",
         "Scopes: " + "; ".join(f"`[{key}]` {text}" for key, text in SCOPES.items()) + ".", "",
-        *_table(rows),
+        *markdown_table(rows),
         "## Roles bound to personas but not rendered", "",
         "Built into the cluster, not in the render; a persona bound to one gets its rights in addition.",
         "",
@@ -212,13 +207,13 @@ def access_matrix(capture: Capture) -> str:
     upstream_rows = [["persona", "ClusterRole", "scope"]]
     for persona, role, scope in sorted(upstream, key=lambda u: (PERSONAS.index(u[0]), u[1])):
         upstream_rows.append([persona, f"`{role}`", f"[{scope}]"])
-    lines += _table(upstream_rows) if len(upstream_rows) > 1 else ["None.", ""]
-    lines += ["## Who holds each persona", "", *_table([["persona", "subject kind", "subjects"],
+    lines += markdown_table(upstream_rows) if len(upstream_rows) > 1 else ["None.", ""]
+    lines += ["## Who holds each persona", "", *markdown_table([["persona", "subject kind", "subjects"],
                                                        *_subjects(capture)])]
     lines += ["## Allowed or denied, in the team's own namespace and in another team's", "",
               "Computed from the rendered bindings (`infra.apiserver.rbac.decisions`), aggregated roles counted "
               "with the rules they aggregate; tests/test_rbac.py holds it to the intended matrix.", "",
-              *_table(_decision_rows(capture))]
+              *markdown_table(_decision_rows(capture))]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

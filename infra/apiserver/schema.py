@@ -18,6 +18,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
+from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
 from infra.spec import Finding
 from infra.spec.names import dns1123_subdomain
@@ -33,18 +34,6 @@ CRD_COMPONENTS = {
 SECRET = "[secret]"  # how plan.json shows a Pulumi secret: its type is unknown offline
 ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 _CODE = source_hash(Path(__file__))
-
-
-class ManifestLoader(yaml.CSafeLoader):
-    """PyYAML resolves a bare `=` to YAML 1.1's `value` type, which it cannot build; Kubernetes reads a string
-    (the AlertmanagerConfig CRD's matchType enum)."""
-
-
-def _string(loader: ManifestLoader, node: yaml.Node) -> Any:
-    return loader.construct_scalar(node)  # type: ignore[arg-type]
-
-
-ManifestLoader.add_constructor("tag:yaml.org,2002:value", _string)
 
 
 def default_crds_dir(root: Path) -> Path | None:

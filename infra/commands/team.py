@@ -22,6 +22,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from infra.commands.common import ROOT, Subparsers
+from infra.kit.tables import text_table
 from infra.offline import engine
 from infra.offline.plan import objects
 from infra.spec import PLATFORM_KEY, Platform, SpecError, load_file, stack_path
@@ -155,11 +156,6 @@ def _capacity_rows(before: Platform, after: Platform, name: str) -> list[list[st
     return rows
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
 def team_add(args: argparse.Namespace) -> int:
     path = stack_path(args.stack, ROOT)
     before = load_file(path)
@@ -181,7 +177,7 @@ def team_add(args: argparse.Namespace) -> int:
     print(f"team {name} added to {path} (namespaces: {', '.join(team.namespaces)})")
     print("Objects it adds to the plan: " + ", ".join(f"{kind} {n}" for kind, n in sorted(added.items())))
     print("Its guaranteed quota against the capacity no team is guaranteed:")
-    print("\n".join(_table(_capacity_rows(before, after, name))))
+    print("\n".join(text_table(_capacity_rows(before, after, name))))
     print(f"Next: review the diff of {path.name}, then `trainyard plan {args.stack}`.")
     return 0
 

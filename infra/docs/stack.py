@@ -6,6 +6,7 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
+from infra.kit.tables import markdown_table
 from infra.offline.clusters import split
 from infra.offline.engine import Capture
 from infra.offline.plan import objects
@@ -13,12 +14,6 @@ from infra.review.burst import DATA_HEADER, burst_rows, data_rows
 from infra.review.summary import capacity_rows
 from infra.spec import Platform
 from infra.spec.base import format_amount
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    header, *body = rows
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body), ""]
 
 
 def _pools(platform: Platform) -> list[str]:
@@ -34,7 +29,7 @@ def _pools(platform: Platform) -> list[str]:
             " > ".join(flavor.topology_levels.values()) or "-",
             ", ".join(f"{t['key']}:{t['effect']}" for t in flavor.taints) or "-",
         ])
-    return _table(rows)
+    return markdown_table(rows)
 
 
 def _prerequisites(platform: Platform) -> list[str]:
@@ -45,7 +40,7 @@ def _prerequisites(platform: Platform) -> list[str]:
         provision = prerequisites.provided.get(need.capability)
         rows.append([f"`{need.capability}`", need.who, provision.by if provision else "**nothing**",
                      provision.how if provision else "-"])
-    return _table(rows)
+    return markdown_table(rows)
 
 
 def _gpu_ceiling(platform: Platform, team: str) -> str:
@@ -70,7 +65,7 @@ def _teams(platform: Platform) -> list[str]:
         rows.append([team.name, ", ".join(team.namespaces), quota, _gpu_ceiling(platform, team.name),
                      f"{team.weight.normalize():f}",
                      ", ".join(spec.groups.engineers) or "-", ", ".join(spec.groups.analysts) or "-"])
-    return _table(rows)
+    return markdown_table(rows)
 
 
 def _charts(capture: Capture) -> list[str]:
@@ -81,13 +76,13 @@ def _charts(capture: Capture) -> list[str]:
             digest, _, archive = str(inputs.get("chart", "")).removeprefix(".charts/").rpartition("/")
             rows.append([record.name, archive, str(inputs.get("version", "")), f"sha256:{digest[:16]}…",
                          str(inputs.get("namespace", ""))])
-    return _table(rows)
+    return markdown_table(rows)
 
 
 def _objects(capture: Capture) -> list[str]:
     ours = Counter(obj["kind"] for record, obj in objects(capture) if not record.chart)
     charts = Counter(obj["kind"] for record, obj in objects(capture) if record.chart)
-    return _table([["kind", "declared", "from charts"],
+    return markdown_table([["kind", "declared", "from charts"],
                    *([kind, str(ours[kind]), str(charts[kind])] for kind in sorted(ours | charts))])
 
 
@@ -99,7 +94,7 @@ def _schedules(capture: Capture) -> list[str]:
             template = spec.get("template", {})
             rows.append([obj["metadata"]["name"], f"`{spec.get('schedule')}`", str(template.get("ttl", "-")),
                          ", ".join(template.get("includedNamespaces", [])) or "-"])
-    return _table(rows) if len(rows) > 1 else ["No Velero schedules in this stack.", ""]
+    return markdown_table(rows) if len(rows) > 1 else ["No Velero schedules in this stack.", ""]
 
 
 def _diagram(platform: Platform) -> list[str]:
@@ -127,7 +122,7 @@ def _sections(platform: Platform, capture: Capture, level: str) -> list[str]:
         "checks them on the live cluster (docs/prerequisites.md).", "", *_prerequisites(platform),
         f"{level} Capacity and guaranteed quota per flavor", "",
         "What teams are guaranteed is their ClusterQueue's nominal quota; the rest is the cohort's shared pool.", "",
-        *_table(capacity_rows(platform)),
+        *markdown_table(capacity_rows(platform)),
         f"{level} Queues", "", *_diagram(platform),
         f"{level} Teams", "", *_teams(platform),
         f"{level} Versions and charts", "", *_charts(capture),
@@ -154,14 +149,14 @@ def _burst(platform: Platform, capture: Capture) -> list[str]:
                      ((team, "ns"), (f"{team}_{worker}", "cq"), (worker, "w")))
         diagram += [f'  {ns}["{team} namespaces<br/>{row[1]}"] --> {cq}["{row[2].split(" (")[0]}<br/>on '
                     f'{hybrid.manager}"]', f'  {cq} -- "MultiKueue check {worker}" --> {w}["{worker} worker"]']
-    lines = ["## Clusters", "", *_table(rows), "## Burst path", "",
+    lines = ["## Clusters", "", *markdown_table(rows), "## Burst path", "",
              "Jobs submitted to the LocalQueue named after a worker are admitted on the manager and run on the "
-             "worker (docs/hybrid.md).", "", *_table([["team", "submit to", "on the manager", "worker",
+             "worker (docs/hybrid.md).", "", *markdown_table([["team", "submit to", "on the manager", "worker",
                                                         "guaranteed there", "link", "credentials"],
                                                        *burst_rows(platform)]), *diagram, "```", "",
              "## Burst data", "", "Where dispatched jobs find their data and images on each worker (ConfigMap "
              "`trainyard-data` in each bursting team namespace there; docs/hybrid.md).", "",
-             *_table([DATA_HEADER, *data_rows(platform)])]
+             *markdown_table([DATA_HEADER, *data_rows(platform)])]
     for name, (member, part) in parts.items():
         lines += [f"## Cluster `{name}` ({member.member.role if member.member else ''})", "",
                   *_sections(member, part, "###")]

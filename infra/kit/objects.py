@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.kit.naming import named
-from infra.spec.versions import Chart
 from infra.vocabulary import PSA_PREFIX
+
+if TYPE_CHECKING:
+    from infra.spec.versions import Chart  # the pinned chart a release installs (its archive path and version)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
 RBAC_GROUP = "rbac.authorization.k8s.io"

@@ -21,8 +21,8 @@ import helm_python as helm
 import yaml
 from helm_python import _native
 
-from infra.apiserver import schema
-from infra.apiserver.schema import ManifestLoader
+from infra.kit import manifests
+from infra.kit.manifests import ManifestLoader
 from infra.offline.chartcache import ROOT, ChartCacheError, content_digest, ensure
 from infra.offline.diskcache import cached, remembered, source_hash
 from infra.spec.versions import CHART_CACHE, Chart
@@ -137,7 +137,7 @@ def _group_versions(crds: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 # Everything besides a release's inputs that decides its render: this code, the YAML loader's, Helm's and PyYAML's.
-_CODE = [source_hash(Path(__file__), Path(schema.__file__)), helm.__version__, yaml.__version__]
+_CODE = [source_hash(Path(__file__), Path(manifests.__file__)), helm.__version__, yaml.__version__]
 Documents = list[dict[str, Any]]
 
 

@@ -4,8 +4,8 @@ from there."""
 
 from __future__ import annotations
 
+from infra.kit.tables import text_table
 from infra.platform.multikueue import cohort, kubeconfig_secret
-from infra.review.summary import table
 from infra.spec import Platform
 from infra.spec.base import format_amount
 from infra.spec.hybrid.burst_data import KINDS, Registry, place
@@ -72,6 +72,6 @@ def data_rows(platform: Platform) -> list[list[str]]:
 def burst_lines(platform: Platform) -> list[str]:
     rows = [["team", "submit to", "on the manager", "worker", "guaranteed there", "link", "credentials"],
             *burst_rows(platform)]
-    return ["Burst path (MultiKueue; teams not listed run on the manager only):", *table(rows), "",
+    return ["Burst path (MultiKueue; teams not listed run on the manager only):", *text_table(rows), "",
             "Burst data (where dispatched jobs find their data and images; ConfigMap trainyard-data in each team "
-            "namespace on the worker):", *table([DATA_HEADER, *data_rows(platform)])]
+            "namespace on the worker):", *text_table([DATA_HEADER, *data_rows(platform)])]

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 
+from infra.kit.tables import text_table
+from infra.offline.clusters import split
 from infra.offline.engine import Capture, Registration
 from infra.offline.plan import objects
+from infra.review.burst import burst_lines, cluster_heading
 from infra.spec import Finding, Platform
 from infra.spec.base import format_amount
 
@@ -23,12 +26,6 @@ def top_component(record: Registration, by_ref: dict[str, Registration]) -> str:
 def per_component(capture: Capture) -> Counter[str]:
     by_ref = {r.ref(): r for r in capture.resources}
     return Counter(top_component(r, by_ref) for r in capture.resources)
-
-
-def table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-            for row in rows]
 
 
 def capacity_rows(platform: Platform) -> list[list[str]]:
@@ -52,9 +49,6 @@ def summary(platform: Platform, capture: Capture, findings: list[Finding]) -> st
         lines = [f"Trainyard plan: stack {platform.stack}, cluster {platform.cluster_name} ({spec.cluster.kind})", ""]
         lines += _cluster_lines(platform, capture)
     else:
-        from infra.offline.clusters import split
-        from infra.review.burst import burst_lines, cluster_heading
-
         clusters = ", ".join(cluster_heading(member) for member in platform.hybrid.clusters.values())
         lines = [f"Trainyard plan: stack {platform.stack}, {len(platform.hybrid.clusters)} clusters: {clusters}",
                  "", f"Resources: {len(capture.resources)}"]
@@ -79,9 +73,9 @@ def _cluster_lines(platform: Platform, capture: Capture) -> list[str]:
     from_charts = sum(1 for r in capture.resources if r.chart)
     lines.append(f"Kubernetes objects: {len(objects(capture)) - from_charts} declared, {from_charts} from "
                  f"{len(capture.charts)} charts ({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
-    lines += table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
+    lines += text_table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
     lines += ["", "Pools (capacity derived from):"]
-    lines += table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
+    lines += text_table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
     lines += ["", "Capacity per flavor (what teams are guaranteed; the rest is the cohort's shared pool):"]
-    lines += table(capacity_rows(platform))
+    lines += text_table(capacity_rows(platform))
     return lines
