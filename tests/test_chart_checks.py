@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from infra.apiserver.schema import ManifestLoader
-from infra.checks.catalogue import Context
 from infra.checks.charts import check_chart_hooks, check_declared_once, check_images
+from infra.checks.context import Context
 from infra.commands import main
 from infra.offline.engine import Capture, _plain
 from infra.offline.images import object_images, qualified, stack_images
