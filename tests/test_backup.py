@@ -16,7 +16,7 @@ import pytest
 
 from infra.apiserver.schema import CrdIndex, check_custom
 from infra.checks.backup import check_backups_off_cluster, check_schedule_coverage
-from infra.checks.catalogue import Context
+from infra.checks.context import Context
 from infra.commands import main
 from infra.offline.engine import run
 from infra.spec import validate

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.checks.catalogue import Context
 from infra.checks.charts import check_chart_hooks, check_declared_once, check_images
+from infra.checks.context import Context
 from infra.commands import main
 from infra.kit.manifests import ManifestLoader
 from infra.offline.engine import Capture, _plain

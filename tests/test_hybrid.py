@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.checks.catalogue import run_checks
-from infra.checks.hybrid import hybrid_findings, mirror_findings, rbac_findings
+from infra.checks.catalogue import STACK_CHECKS, run_checks, run_entries
+from infra.checks.context import StackContext
+from infra.checks.hybrid import mirror_findings, rbac_findings
 from infra.kit.naming import cluster_scope, named
 from infra.live.hybrid import contexts, multikueue_findings
 from infra.offline.clusters import split
@@ -210,7 +211,7 @@ def test_dispatched_jobs_find_their_queue_and_priorities_on_the_worker(parts: di
 
 
 def test_the_unset_worker_kubeconfig_is_reported() -> None:
-    found = hybrid_findings(platform_of(STACK), capture_of(STACK))
+    found = run_entries(STACK_CHECKS, StackContext(platform_of(STACK), capture_of(STACK)))
     unset = [f for f in found if "no kubeconfig" in f.message]
     assert [(f.severity, f.subject) for f in unset] == [("warning", "burst: MultiKueueCluster burst")]
     assert "trainyard:multikueue-burst" in unset[0].message

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from infra.checks.hybrid_data import data_findings, egress_findings, location_findings, registry_findings
+from infra.checks.catalogue import STACK_CHECKS, run_entries
+from infra.checks.context import StackContext
+from infra.checks.hybrid_data import egress_findings, location_findings, registry_findings
 from infra.commands import main
 from infra.live.hybrid import worker_data_findings
 from infra.offline.clusters import split
@@ -163,7 +165,8 @@ def test_the_workers_bucket_needs_the_teams_egress_to_object_storage() -> None:
 def test_an_undeclared_data_section_is_one_error() -> None:
     raw = raw_platform(STACK)
     raw["clusters"]["burst"].pop("data")
-    found = data_findings(validate(raw, STACK), {"core": [], "burst": []})
+    stack = StackContext(validate(raw, STACK), capture_of(STACK))
+    found = [f for f in run_entries(STACK_CHECKS, stack) if f.check == "burst-data"]
     assert [(f.severity, f.subject) for f in found] == [("error", "burst: clusters.burst.data")]
 
 
@@ -235,9 +238,8 @@ def test_a_private_registrys_pull_secret_is_on_every_team_data_account(objs: dic
 
 
 def test_the_plan_reports_no_burst_data_error_for_the_example() -> None:
-    from infra.checks.hybrid import hybrid_findings
-
-    found = [f for f in hybrid_findings(platform_of(STACK), capture_of(STACK)) if f.check == "burst-data"]
+    stack = StackContext(platform_of(STACK), capture_of(STACK))
+    found = [f for f in run_entries(STACK_CHECKS, stack) if f.check == "burst-data"]
     assert [f.line() for f in found if f.severity == "error"] == []
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from infra.checks.catalogue import Context
+from infra.checks.context import Context
 from infra.checks.prerequisites import check_needs_cover_objects, check_prerequisites
 from infra.commands import main
 from infra.offline.engine import Capture, Registration

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infra.checks.backup import check_bucket_versioning, check_data_volumes
-from infra.checks.catalogue import Context
+from infra.checks.context import Context
 from infra.commands import main
 from infra.offline import engine
 from infra.platform.storage import VOLUME_LABEL

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra.checks.catalogue import Context
+from infra.checks.context import Context
 from infra.checks.identity import check_team_data_identity, workload_findings
 from infra.offline.engine import Capture, Registration
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.checks.catalogue import Context
+from infra.checks.context import Context
 from infra.checks.firewall import FIREWALL, check_webhook_firewall, webhook_ports
 from infra.offline.engine import Registration
 from tests.conftest import capture_of, platform_of

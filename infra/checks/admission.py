@@ -13,6 +13,7 @@ from infra.apiserver import crd_rules, podsecurity, vap, webhooks
 from infra.apiserver.schema import CrdIndex
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal, Unchecked, subject
+from infra.checks.context import Context
 from infra.spec import Finding
 from infra.spec.versions import Versions
 
@@ -64,3 +65,7 @@ def admission_findings(objects: list[dict[str, Any]]) -> list[Finding]:
         findings += [Finding(w.family, subject(obj), w.message, "warning") for w in outcome.warnings]
         unchecked.update(outcome.unchecked)
     return findings + unchecked_findings(vap.FAMILY, unchecked)
+
+
+def check_admission(ctx: Context) -> list[Finding]:
+    return admission_findings(ctx.objects())

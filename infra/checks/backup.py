@@ -4,36 +4,17 @@ that forgets something is caught."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from infra.checks.context import Context
 from infra.offline.engine import Registration
-from infra.offline.plan import objects
 from infra.platform.storage import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 from infra.spec import Finding
-
-if TYPE_CHECKING:
-    from infra.checks.catalogue import Context
-
-CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
-
-
-def _declared(ctx: Context) -> Iterator[tuple[Registration, dict[str, Any]]]:
-    """Every Kubernetes object: declared directly, or inside a ConfigGroup's `objs`."""
-    yield from objects(ctx.capture)
-    for record in ctx.capture.resources:
-        if record.type == CONFIG_GROUP:
-            for obj in record.inputs.get("objs", []):
-                yield record, obj
-
-
-def _of_kind(ctx: Context, kind: str) -> list[tuple[Registration, dict[str, Any]]]:
-    return [(record, obj) for record, obj in _declared(ctx) if obj.get("kind") == kind]
 
 
 def check_schedule_coverage(ctx: Context) -> list[Finding]:
     covered: set[str] = set()
-    for _, schedule in _of_kind(ctx, "Schedule"):
+    for _, schedule in ctx.of_kind("Schedule"):
         covered |= set(schedule.get("spec", {}).get("template", {}).get("includedNamespaces") or [])
     if "*" in covered:
         return []
@@ -47,9 +28,9 @@ def check_schedule_coverage(ctx: Context) -> list[Finding]:
 def check_data_volumes(ctx: Context) -> list[Finding]:
     """A dataset or checkpoint volume survives its claim (class reclaimPolicy Retain) and `pulumi destroy`."""
     reclaim = {obj["metadata"]["name"]: obj.get("reclaimPolicy", "Delete")
-               for _, obj in _of_kind(ctx, "StorageClass")}
+               for _, obj in ctx.of_kind("StorageClass")}
     findings = []
-    for record, claim in _of_kind(ctx, "PersistentVolumeClaim"):
+    for record, claim in ctx.of_kind("PersistentVolumeClaim"):
         meta = claim.get("metadata", {})
         if VOLUME_LABEL not in meta.get("labels", {}):
             continue
@@ -61,7 +42,7 @@ def check_data_volumes(ctx: Context) -> list[Finding]:
         if not (record.retain_on_delete or record.protect):
             findings.append(Finding("backup", subject, "data volume is neither retained nor protected: "
                                     "declare it with retain_on_delete=True"))
-    for _, volume in _of_kind(ctx, "PersistentVolume"):
+    for _, volume in ctx.of_kind("PersistentVolume"):
         if VOLUME_LABEL in volume.get("metadata", {}).get("labels", {}) \
                 and volume.get("spec", {}).get("persistentVolumeReclaimPolicy") != "Retain":
             findings.append(Finding("backup", f"PersistentVolume/{volume['metadata']['name']}",
@@ -73,7 +54,7 @@ def _versioned_claims(ctx: Context) -> set[tuple[str, str]]:
     """(namespace, bucket key) of the claims whose versioning a job turns on (the claim's namespace is on
     the job, which runs in the Rook namespace)."""
     found = set()
-    for _, job in _of_kind(ctx, "Job"):
+    for _, job in ctx.of_kind("Job"):
         labels = job["metadata"].get("labels", {})
         found.add((labels.get(BUCKET_NAMESPACE_LABEL, job["metadata"].get("namespace", "")),
                    labels.get(BUCKET_LABEL, "")))
@@ -100,7 +81,7 @@ def check_bucket_versioning(ctx: Context) -> list[Finding]:
     unversioned += [f"blob container {c.get('containerName')}" for c in inputs("azure-native:storage:BlobContainer")
                     if c.get("accountName") not in blob_versioned]
     jobs = _versioned_claims(ctx)
-    for _, claim in _of_kind(ctx, "ObjectBucketClaim"):
+    for _, claim in ctx.of_kind("ObjectBucketClaim"):
         meta = claim["metadata"]
         enabled = claim.get("spec", {}).get("additionalConfig", {}).get("bucketVersioning") == "Enabled"
         if not enabled and (meta.get("namespace", ""), meta.get("labels", {}).get(BUCKET_LABEL)) not in jobs:
@@ -110,9 +91,9 @@ def check_bucket_versioning(ctx: Context) -> list[Finding]:
 
 
 def check_backup_credentials(ctx: Context) -> list[Finding]:
-    secrets = {(obj["metadata"].get("namespace"), obj["metadata"]["name"]) for _, obj in _of_kind(ctx, "Secret")}
+    secrets = {(obj["metadata"].get("namespace"), obj["metadata"]["name"]) for _, obj in ctx.of_kind("Secret")}
     findings = []
-    for _, location in _of_kind(ctx, "BackupStorageLocation"):
+    for _, location in ctx.of_kind("BackupStorageLocation"):
         credential = location.get("spec", {}).get("credential")
         if credential and (location["metadata"].get("namespace"), credential.get("name")) not in secrets:
             findings.append(Finding(
@@ -126,17 +107,13 @@ def check_backup_credentials(ctx: Context) -> list[Finding]:
 def check_backups_off_cluster(ctx: Context) -> list[Finding]:
     """Backups in a bucket that this cluster's own object store serves (an ObjectBucketClaim of the stack)
     share the fate of the data they protect."""
-    claimed = {obj.get("spec", {}).get("bucketName") for _, obj in _of_kind(ctx, "ObjectBucketClaim")}
+    claimed = {obj.get("spec", {}).get("bucketName") for _, obj in ctx.of_kind("ObjectBucketClaim")}
     return [
         Finding("backup", f"BackupStorageLocation/{location['metadata']['name']}",
                 f"backups go to bucket '{bucket}' of the cluster's own object store, on the same disks as the "
                 "data they protect: losing the cluster loses them; set backup.location.bucket (and s3Url) to an "
                 "off-site store", "warning")
-        for _, location in _of_kind(ctx, "BackupStorageLocation")
+        for _, location in ctx.of_kind("BackupStorageLocation")
         if (bucket := location.get("spec", {}).get("objectStorage", {}).get("bucket")) in claimed
     ]
 
-
-def backup_findings(ctx: Context) -> list[Finding]:
-    return [*check_schedule_coverage(ctx), *check_data_volumes(ctx), *check_bucket_versioning(ctx),
-            *check_backup_credentials(ctx), *check_backups_off_cluster(ctx)]

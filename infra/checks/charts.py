@@ -3,14 +3,12 @@ objects declared twice (by a chart and by us, or by two charts), and every image
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from infra.checks.context import Context
 from infra.offline.charts import HOOK
 from infra.offline.images import qualified, stack_images
 from infra.spec import Finding
-
-if TYPE_CHECKING:
-    from infra.checks.catalogue import Context
 
 # Hook phases a working install or upgrade depends on; delete and test hooks only matter on removal or
 # `helm test`, which a Pulumi-managed release never runs.
@@ -54,9 +52,6 @@ def check_declared_once(ctx: Context) -> list[Finding]:
 
 def check_images(ctx: Context) -> list[Finding]:
     return image_findings(ctx.objects())
-
-
-CHART_CHECKS = [check_chart_values, check_chart_hooks, check_declared_once, check_images]
 
 
 def image_findings(objects: list[dict[str, Any]]) -> list[Finding]:

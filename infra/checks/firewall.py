@@ -10,13 +10,11 @@ with failurePolicy Fail every object it guards would be refused.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra import vocabulary
+from infra.checks.context import Context
 from infra.spec import Finding
-
-if TYPE_CHECKING:
-    from infra.checks.catalogue import Context
 
 CHECK = "firewall"
 GKE_OPEN_PORTS = frozenset({443, 10250})  # GKE's rule from the control plane to private nodes

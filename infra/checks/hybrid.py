@@ -1,20 +1,17 @@
 """Checks across the clusters of a multi-cluster stack, on what the run declares on each side: what MultiKueue
 needs to exist on a worker for a job the manager dispatches (its LocalQueue, the runtimes, the priorities), the
 manager's rights there (least privilege, every dispatched kind), the worker's kubeconfig on the manager, and
-the data and images its jobs reach (hybrid_data_checks.py)."""
+the data and images its jobs reach (hybrid_data.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infra.checks.hybrid_data import data_findings
-from infra.offline.clusters import split
-from infra.offline.engine import Capture
-from infra.offline.plan import objects
+from infra.checks.context import StackContext
 from infra.platform.kueue import FRAMEWORKS
 from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
 from infra.platform.multikueue import ACCOUNT, JOB_KINDS, KUEUE_GROUP, WRITE, kubeconfig_secret
-from infra.spec import Finding, Platform
+from infra.spec import Finding
 from infra.spec.input.keys import multikueue_key
 
 CHECK = "multikueue"
@@ -93,17 +90,25 @@ def mirror_findings(worker: str, manager_objs: list[dict[str, Any]],
     return findings
 
 
-def hybrid_findings(platform: Platform, capture: Capture) -> list[Finding]:
-    if platform.hybrid is None:
+def check_worker_kubeconfig(stack: StackContext) -> list[Finding]:
+    """The manager holds each worker's kubeconfig Secret (MultiKueue reaches the worker with it)."""
+    hybrid = stack.platform.hybrid
+    if hybrid is None:
         return []
-    parts = {name: [obj for _, obj in objects(part)] for name, (_, part) in split(platform, capture).items()}
-    manager = parts[platform.hybrid.manager]
-    secrets = {_key(obj) for obj in _of(manager, "Secret")}
-    findings = []
-    for worker in platform.hybrid.workers:
-        if (KUEUE_NAMESPACE, kubeconfig_secret(worker)) not in secrets:
-            findings.append(Finding(CHECK, f"{worker}: MultiKueueCluster {worker}", "no kubeconfig: set it with "
-                                    f"`pulumi config set --secret {multikueue_key(worker)} < {worker}.kubeconfig` "
-                                    "(docs/hybrid.md); until then nothing bursts", severity="warning"))
-        findings += rbac_findings(worker, parts[worker]) + mirror_findings(worker, manager, parts[worker])
-    return findings + data_findings(platform, parts)
+    secrets = {_key(obj) for obj in _of(stack.parts[hybrid.manager], "Secret")}
+    return [Finding(CHECK, f"{worker}: MultiKueueCluster {worker}", "no kubeconfig: set it with "
+                    f"`pulumi config set --secret {multikueue_key(worker)} < {worker}.kubeconfig` "
+                    "(docs/hybrid.md); until then nothing bursts", severity="warning")
+            for worker in hybrid.workers if (KUEUE_NAMESPACE, kubeconfig_secret(worker)) not in secrets]
+
+
+def check_worker_rbac(stack: StackContext) -> list[Finding]:
+    return [f for worker in stack.workers() for f in rbac_findings(worker, stack.parts[worker])]
+
+
+def check_worker_mirror(stack: StackContext) -> list[Finding]:
+    hybrid = stack.platform.hybrid
+    if hybrid is None:
+        return []
+    manager = stack.parts[hybrid.manager]
+    return [f for worker in hybrid.workers for f in mirror_findings(worker, manager, stack.parts[worker])]

@@ -17,6 +17,7 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
+from infra.checks.context import StackContext
 from infra.offline.images import object_images
 from infra.spec import Finding, Platform
 from infra.spec.hybrid.burst_data import KINDS, ManagerStore, WorkerData, place
@@ -125,21 +126,34 @@ def registry_findings(name: str, data: WorkerData, worker: Platform, objs: list[
     return findings
 
 
-def data_findings(platform: Platform, parts: dict[str, list[dict[str, Any]]]) -> list[Finding]:
-    """Every worker of a multi-cluster stack (on the manager's Platform)."""
-    assert platform.hybrid is not None
-    findings = []
-    for name in platform.hybrid.workers:
-        worker = platform.hybrid.clusters[name]
-        data = worker.member.data if worker.member else None
-        if data is None:
-            findings.append(Finding(CHECK, f"{name}: clusters.{name}.data", "not declared: dispatched jobs would use "
-                                    "the team volumes (MultiKueue copies none) and images from registries the "
-                                    "worker is not declared able to pull: declare datasets, checkpoints, manager "
-                                    "and registries (docs/hybrid.md)"))
-            continue
-        findings += location_findings(name, data, platform, worker)
-        if data.read_store is not None:
-            findings += egress_findings(name, data.read_store, worker, parts[name])
-        findings += registry_findings(name, data, worker, parts[name])
-    return findings
+def _declared_data(stack: StackContext) -> list[tuple[str, WorkerData, Platform]]:
+    """(name, data declaration, Platform) of every worker that declares its data."""
+    hybrid = stack.platform.hybrid
+    if hybrid is None:
+        return []
+    members = [(name, hybrid.clusters[name]) for name in hybrid.workers]
+    return [(name, worker.member.data, worker) for name, worker in members
+            if worker.member is not None and worker.member.data is not None]
+
+
+def check_burst_data_declared(stack: StackContext) -> list[Finding]:
+    declared = {name for name, _, _ in _declared_data(stack)}
+    return [Finding(CHECK, f"{name}: clusters.{name}.data", "not declared: dispatched jobs would use the team "
+                    "volumes (MultiKueue copies none) and images from registries the worker is not declared able "
+                    "to pull: declare datasets, checkpoints, manager and registries (docs/hybrid.md)")
+            for name in stack.workers() if name not in declared]
+
+
+def check_burst_data_location(stack: StackContext) -> list[Finding]:
+    return [f for name, data, worker in _declared_data(stack)
+            for f in location_findings(name, data, stack.platform, worker)]
+
+
+def check_burst_data_egress(stack: StackContext) -> list[Finding]:
+    return [f for name, data, worker in _declared_data(stack) if data.read_store is not None
+            for f in egress_findings(name, data.read_store, worker, stack.parts[name])]
+
+
+def check_burst_data_registries(stack: StackContext) -> list[Finding]:
+    return [f for name, data, worker in _declared_data(stack)
+            for f in registry_findings(name, data, worker, stack.parts[name])]

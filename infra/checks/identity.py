@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra import vocabulary
+from infra.checks.context import Context
 from infra.spec import Finding
 from infra.spec.storage import CLOUD_PROFILES, TEAM_DATA_ACCOUNT
-
-if TYPE_CHECKING:
-    from infra.checks.catalogue import Context
 
 CHECK = "identity"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")

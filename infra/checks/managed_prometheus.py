@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from infra.checks.context import Context
 from infra.offline.engine import Capture
 from infra.spec import Finding, Platform
 from infra.spec.observability import GOOGLE
@@ -80,3 +81,7 @@ def managed_prometheus_findings(platform: Platform, capture: Capture,
                 findings.append(Finding(CHECK, account, f"{writer} also holds {', '.join(extra)}: Prometheus "
                                         f"needs {WRITER_ROLE} only: remove the others"))
     return findings
+
+
+def check_managed_prometheus(ctx: Context) -> list[Finding]:
+    return managed_prometheus_findings(ctx.platform, ctx.capture, ctx.objects())

@@ -12,6 +12,7 @@ from typing import Any
 
 import promql_parser
 
+from infra.checks.context import Context
 from infra.platform.observability import ALERTMANAGER_SECRET, GRAFANA_SECRET, RECEIVERS_ANNOTATION
 from infra.spec import Finding, Platform
 from infra.spec.observability import ObservabilityFacts
@@ -118,3 +119,31 @@ def routing_findings(platform: Platform, objects: list[dict[str, Any]]) -> list[
                                 "admin Secret: `pulumi config set --secret trainyard:grafanaAdminPassword <password>`",
                                 "warning"))
     return findings
+
+
+def _ours(ctx: Context) -> list[dict[str, Any]]:
+    return [obj for record, obj in ctx.records() if not record.chart]
+
+
+def _charts(ctx: Context) -> list[dict[str, Any]]:
+    return [obj for record, obj in ctx.records() if record.chart]
+
+
+def check_alert_rules(ctx: Context) -> list[Finding]:
+    return rule_findings(_ours(ctx), ctx.platform.observability)
+
+
+def check_dashboards(ctx: Context) -> list[Finding]:
+    return dashboard_findings(_ours(ctx), ctx.platform.observability)
+
+
+def check_chart_alert_rules(ctx: Context) -> list[Finding]:
+    return rule_findings(_charts(ctx), None)
+
+
+def check_chart_dashboards(ctx: Context) -> list[Finding]:
+    return dashboard_findings(_charts(ctx), None)
+
+
+def check_alert_routing(ctx: Context) -> list[Finding]:
+    return routing_findings(ctx.platform, ctx.objects())

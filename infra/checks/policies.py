@@ -32,6 +32,7 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from infra.apiserver.schema import CrdIndex
+from infra.checks.context import Context
 from infra.kit import paths
 from infra.offline.engine import Capture, Registration
 from infra.spec import Finding, Platform, stack_path
@@ -220,3 +221,8 @@ def policy_findings(platform: Platform, capture: Capture, crds: CrdIndex | None 
     path = platform.source or stack_path(platform.stack, ROOT)
     stack_config = read_stack_config(path) if path.is_file() else {}
     return [v.finding() for v in run_pack(capture, pack_config(platform), stack_config, crds=crds)]
+
+
+def check_policy_pack(ctx: Context) -> list[Finding]:
+    """The pack's rules are these checks, run on the CRDs of this run, not a copy of them."""
+    return policy_findings(ctx.platform, ctx.capture, ctx.crds)

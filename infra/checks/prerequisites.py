@@ -5,14 +5,9 @@ saying what it needs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from infra.checks.backup import _declared
+from infra.checks.context import Context
 from infra.spec import Finding
 from infra.spec.prerequisites import SNAPSHOT_GROUP
-
-if TYPE_CHECKING:
-    from infra.checks.catalogue import Context
 
 # API groups every conformant cluster serves.
 BUILT_IN_GROUPS = frozenset({
@@ -34,7 +29,7 @@ def check_needs_cover_objects(ctx: Context) -> list[Finding]:
     CustomResourceDefinition), or stated as a need (crd:<group>, volume-snapshots for snapshot classes)."""
     needed = {need.capability for need in ctx.platform.prerequisites.needs}
     provided = ctx.platform.prerequisites.provided
-    declared = list(_declared(ctx))
+    declared = list(ctx.declared())
     installed = {obj.get("spec", {}).get("group") for _, obj in declared
                  if obj.get("kind") == "CustomResourceDefinition"}
     findings: dict[str, Finding] = {}

@@ -1,0 +1,38 @@
+"""The capacity checks, on the validated spec only: each of infra/spec/capacity.py's rules as a check of its own."""
+
+from __future__ import annotations
+
+from infra.checks.context import Context
+from infra.spec import Finding
+from infra.spec import capacity as rules
+
+
+def check_capacity_fits_pool(ctx: Context) -> list[Finding]:
+    # rules.capacity_findings also runs the queue rules, which are checks of their own here (the spec module is
+    # not ours to split): findings are a set in the end, so leaving theirs out changes nothing a user sees.
+    queue = set(rules.queue_findings(ctx.platform))
+    return [f for f in rules.capacity_findings(ctx.platform) if f not in queue]
+
+
+def check_quota_resources_offered(ctx: Context) -> list[Finding]:
+    return rules.quota_resource_findings(ctx.platform)
+
+
+def check_lending_limits(ctx: Context) -> list[Finding]:
+    return rules.lending_findings(ctx.platform)
+
+
+def check_borrowing_limits(ctx: Context) -> list[Finding]:
+    return rules.borrowing_findings(ctx.platform)
+
+
+def check_flavor_taints_tolerated(ctx: Context) -> list[Finding]:
+    return rules.toleration_findings(ctx.platform)
+
+
+def check_runtime_resources_covered(ctx: Context) -> list[Finding]:
+    return rules.runtime_resource_findings(ctx.platform)
+
+
+def check_runtime_reachable(ctx: Context) -> list[Finding]:
+    return rules.runtime_reach_findings(ctx.platform)
