@@ -19,9 +19,9 @@ from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 from pulumi_policy.proxy import UnknownValueError
 
 from infra.apiserver import webhooks
+from infra.apiserver.plan import crd_cel_refusals, unevaluable_crd_rules, webhook_refusals
 from infra.apiserver.schema import CrdIndex, default_crds_dir
 from infra.apiserver.verdict import Refusal, subject
-from infra.checks.admission import crd_cel_refusals, unevaluable_crd_rules, webhook_refusals
 from infra.kit import paths
 from infra.spec.versions import Versions
 from policies.kube import CHART_TYPES, chart_versions, get, is_list, is_map

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from infra.apiserver import podsecurity, vap
+from infra.apiserver.plan import admission_findings
 from infra.apiserver.state import ClusterState
-from infra.checks.admission import admission_findings
 
 API = "admissionregistration.k8s.io/v1"
 QUEUE = "kueue.x-k8s.io/queue-name"
