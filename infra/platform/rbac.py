@@ -22,9 +22,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
-from infra.platform.tenancy import CI_SERVICE_ACCOUNT
 from infra.spec import Platform, TeamFacts
 from infra.spec.hybrid.model import burst_queue
+from infra.spec.teams import CI_SERVICE_ACCOUNT
 from infra.vocabulary import PERSONA_LABEL, TEAM_LABEL
 
 PLATFORM_ADMIN, ML_ENGINEER, ANALYST, CI = "platform-admin", "ml-engineer", "analyst", "ci"

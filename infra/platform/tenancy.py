@@ -16,10 +16,8 @@ from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.platform.trainer import TRAINER_STATUS_PORT
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount
-from infra.spec.teams import TeamSpec
+from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
-
-CI_SERVICE_ACCOUNT = "trainyard-ci"
 
 # Containers that declare no requests get these, so that the quota on requests admits them. No default
 # limits: a default limit below a container's own request would make the API server reject the pod.

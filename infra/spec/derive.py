@@ -29,6 +29,7 @@ from infra.spec.queueing import QueueingFacts, derive_queueing
 from infra.spec.storage import TEAM_DATA_ACCOUNT, StorageFacts
 from infra.spec.teams import TeamSpec, acceptance_namespace
 from infra.spec.versions import Verdict, verdicts
+from infra.spec.web_access import FrontDoorFacts, derive_front_door
 
 if TYPE_CHECKING:
     from infra.spec.hybrid.model import Hybrid, Member
@@ -75,6 +76,7 @@ class Platform:
     backup: BackupFacts  # Velero location, schedules, drill namespaces
     observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
     prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
+    front_door: FrontDoorFacts | None = None  # the web entry, its sign-in and who reaches what (web_access.py)
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
     member: Member | None = None  # which cluster of a multi-cluster stack this is (None: a single cluster)
     hybrid: Hybrid | None = None  # on the manager of a multi-cluster stack: every cluster and link
@@ -176,6 +178,9 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         backup=backup,
         observability=_observability(spec, tuple(flavors.values()), tuple(k.name for k in storage.classes)),
         prerequisites=derive_prerequisites(spec, storage),
+        front_door=derive_front_door(spec.front_door, spec.identity.platform_admins, spec.teams,
+                                     {team.name: team.namespaces for team in teams},
+                                     spec.observability.enabled and spec.observability.grafana),
     )
     problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
     if problem is not None:
@@ -184,7 +189,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
 
 
 def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tuple[str, ...]) -> ObservabilityFacts:
-    local = spec.cluster.existing is not None and spec.cluster.existing.simulated_gpus
+    local = spec.laptop
     # The same condition as the GPU component's: Trainyard installs the operator, whose DCGM exporter we scrape.
     dcgm = spec.cluster.gpu_stack().operator and any(flavor.gpu for flavor in flavors)
     gke = spec.cluster.gke

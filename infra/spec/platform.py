@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.cluster import ClusterSpec
+from infra.spec.frontdoor import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
 from infra.spec.policy import PolicySpec
@@ -17,7 +18,7 @@ from infra.spec.pools import MAX_NODES, PoolSpec
 from infra.spec.queueing import Queueing, check_queueing
 from infra.spec.runtimes import available as available_runtimes
 from infra.spec.storage import StorageSpec
-from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace
+from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace, check_group_personas
 from infra.spec.versions import Versions, verdicts
 
 
@@ -86,6 +87,7 @@ class PlatformSpec(Strict):
     backup: BackupSpec = Field(default_factory=BackupSpec)
     policy: PolicySpec = Field(default_factory=PolicySpec)
     observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
+    front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
@@ -98,6 +100,8 @@ class PlatformSpec(Strict):
         check_queueing(self.queueing, self.pools, self.teams)
         check_managed_prometheus(self.observability, self.cluster.kind)
         _check_group_forms(self.cluster.kind, self.identity, self.teams)
+        check_group_personas(self.teams)
+        self._check_front_door()
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
@@ -110,6 +114,20 @@ class PlatformSpec(Strict):
 
     def namespaces(self, team: str) -> list[str]:
         return list(self.teams[team].namespaces or [team])
+
+    @property
+    def laptop(self) -> bool:
+        """A laptop stack: a kind cluster with simulated GPU capacity (docs/local.md)."""
+        return self.cluster.existing is not None and self.cluster.existing.simulated_gpus
+
+    def _check_front_door(self) -> None:
+        declared = {*self.identity.platform_admins, *(group for team in self.teams.values()
+                                                      for persona in GROUP_PERSONAS
+                                                      for group in getattr(team.groups, persona))}
+        eks = self.cluster.eks
+        oidc = eks.login.oidc if eks is not None else None
+        check_front_door(self.front_door, self.laptop, declared,
+                         (oidc.issuer_url, oidc.groups_claim) if oidc is not None else None)
 
 
 # The form of a group as each cloud's login hands it to the API server; a binding to a name of another form is

@@ -41,6 +41,7 @@ GroupName = Annotated[str, AfterValidator(_group_name)]
 
 
 GROUP_PERSONAS = ("engineers", "analysts", "ci")  # the keys of a team's `groups`
+CI_SERVICE_ACCOUNT = "trainyard-ci"  # in every team namespace: what CI submits with, on kubectl and on the web
 
 
 class Groups(Strict):
@@ -159,3 +160,22 @@ class TeamSpec(Strict):
     def pool_quota(self, pool: str) -> PoolQuota:
         value = self.quota[pool]
         return PoolQuota(gpus=value) if isinstance(value, int) else value
+
+
+def check_group_personas(teams: dict[str, TeamSpec]) -> None:
+    """A directory group holds one persona of one team. Two teams sharing a group would each reach the other's
+    namespaces (kubectl and web alike); a group that is two personas of one team is ambiguous in review, and as
+    `ci` beside another persona it would hold that persona's jobs to CI's admission rules."""
+    holder: dict[str, tuple[str, str]] = {}
+    for name, team in teams.items():
+        for persona in GROUP_PERSONAS:
+            for group in getattr(team.groups, persona):
+                where = f"teams.{name}.groups.{persona}"
+                if group in holder and holder[group][0] != name:
+                    raise ValueError(f"{where}: '{group}' is already team {holder[group][0]}'s "
+                                     f"{holder[group][1]}: one group would reach both teams' namespaces; give each "
+                                     "team its own group")
+                if group in holder:
+                    raise ValueError(f"{where}: '{group}' is already the team's {holder[group][1]}: a group holds "
+                                     "one persona (engineers may do what analysts may); keep it under one")
+                holder[group] = (name, persona)

@@ -4,6 +4,7 @@
 manager's pools and its `burst` on workers' pools. Each cluster is then validated and derived as a stack of
 its own (the same identity, versions, queueing, trainer, storage, backup, policy and observability sections,
 its own pools, the teams that run there), so every check a single-cluster stack gets runs on every cluster.
+`frontDoor` is the manager's alone: the one web entry, in front of the UIs that run there.
 On a worker a team's quota is its burst quota, its ClusterQueue `<team>-<worker>` and its LocalQueue named
 after the worker, the name the manager's burst LocalQueue has (MultiKueue keeps the queue name).
 """
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 MANAGER, WORKER = "manager", "worker"
 ROLE_KEYS = ("role", "link", "workerLostTimeout", "data")
+FRONT_DOOR = "frontDoor"  # the one section only the manager carries
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
 
 
@@ -118,6 +120,9 @@ def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
                                    "lowercase letters, digits and '-', starting with a letter")
         if not isinstance(entry, dict):
             raise SpecError(where, "must be a mapping: {role: manager|worker, <kind>: {...}}")
+        if FRONT_DOOR in entry:
+            raise SpecError(f"{where}.{FRONT_DOOR}", "the front door is declared once, at the top level, and serves "
+                                                     "on the manager: move it out of `clusters`")
         try:
             roles[name] = Role.model_validate({k: v for k, v in entry.items() if k in ROLE_KEYS})
         except ValidationError as error:
@@ -192,7 +197,9 @@ def _cluster_raw(raw: Mapping[str, Any], name: str, role: str, owner: Mapping[st
         quota = {pool: q for pool, q in (entry.get(quota_key) or {}).items() if owner[pool] == name}
         if role == MANAGER or quota:
             own_teams[team] = {**{k: v for k, v in entry.items() if k != "burst"}, "quota": quota}
-    return {**{k: v for k, v in raw.items() if k not in ("clusters", "pools", "teams")},
+    # The front door is the manager's: the one entry, in front of the UIs that run there (docs/front-door.md).
+    own_sections = ("clusters", "pools", "teams") if role == MANAGER else ("clusters", "pools", "teams", FRONT_DOOR)
+    return {**{k: v for k, v in raw.items() if k not in own_sections},
             "cluster": _cluster_spec(name, clusters[name]),
             "pools": {pool: {k: v for k, v in spec.items() if k != "cluster"}
                       for pool, spec in pools.items() if owner[pool] == name},

@@ -83,6 +83,9 @@ PATTERN_WORDS = {
     r"^[1-9][0-9]*[hdw]$": "a whole number of hours, days or weeks, above 0, e.g. 36h, 15d, 2w",
     r"^[a-z0-9][-a-z0-9.]*$": "a Kubernetes object name: lowercase letters, digits, '-' and '.', "
                               "starting with a letter or digit",
+    r"^[A-Za-z][A-Za-z0-9-]*$": "an LDAP attribute name: letters, digits and '-', starting with a letter "
+                                "(or DN, the entry's own name)",
+    r"^[a-z0-9][a-z0-9._-]*$": "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
 }
 _TYPE_WORDS = {
     "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",

@@ -16,7 +16,8 @@ SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "token", "secret",
 SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"),
                           ("account", "key"), ("client", "key")})
 # Values that are credentials whatever their key is called: key material, and tokens in the formats their issuers
-# publish (GitHub token prefixes, Slack tokens and incoming-webhook URLs, AWS access key ids, Google API keys).
+# publish (GitHub token prefixes, Slack tokens and incoming-webhook URLs, AWS access key ids, Google API keys), and
+# bcrypt password hashes.
 SECRET_VALUES = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----|client-key-data:|\"client-key-data\""), "private key material"),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,})"), "a GitHub token"),
@@ -24,6 +25,8 @@ SECRET_VALUES = (
     (re.compile(r"hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9]+/"), "a Slack incoming-webhook URL"),
     (re.compile(r"\b(?:AKIA|ASIA)[A-Z2-7]{16}\b"), "an AWS access key id"),
     (re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), "a Google API key"),
+    # bcrypt (Dex's static users): a leaked hash is an offline guessing attack on the password.
+    (re.compile(r"\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}"), "a password hash (bcrypt)"),
 )
 # scheme://user:password@host: a password in the authority part of a URL (user alone, as in ssh://git@host, is fine).
 URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
