@@ -7,6 +7,7 @@ import functools
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,29 @@ def test_the_overlay_names_the_release_folder_then_our_patches() -> None:
     assert yaml.safe_load(overlay_text(RELEASE, "common/dex/./base", [patch])) == {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [f"../../{RELEASE.sha256}/common/dex/base"], "patches": [patch]}
+
+
+def _release_archive(where: Path, kustomization: str) -> Manifests:
+    tree = where / "src" / "kf-test"
+    (tree / "common" / "x").mkdir(parents=True)
+    (tree / "common" / "x" / "kustomization.yaml").write_text(kustomization, encoding="utf-8")
+    archive = where / "kf-test.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree, arcname="kf-test")
+    return Manifests("kf-test", "0.1", archive.name, sha256_of(archive), "kf-test", "https://example.invalid", "0")
+
+
+@pytest.mark.parametrize(("entry", "refused"), [
+    ("https://github.com/argoproj/argo-workflows/manifests/base/crds/minimal?ref=v3.7.3", True),
+    ("github.com/argoproj/argo-workflows//manifests/base?ref=v3.7.3", True),
+    ("../../localized-files/github.com/argoproj/argo-workflows/v3.7.3/manifests/base  # localized", False),
+])
+def test_a_release_that_names_a_remote_base_is_refused_not_placed(tmp_path: Path, entry: str, refused: bool) -> None:
+    """kustomize would fetch a remote base over the network, on `pulumi up` too: such a release is not placed."""
+    release = _release_archive(tmp_path, f"resources:\n- {entry}\n")
+    if refused:
+        with pytest.raises(ManifestCacheError, match=r"1 remote base\(s\), first common/x/kustomization.yaml"):
+            ensure(release, root=tmp_path, source=tmp_path)
+        assert not (tmp_path / release.path).exists()
+    else:
+        assert (ensure(release, root=tmp_path, source=tmp_path) / "common" / "x" / "kustomization.yaml").is_file()

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tarfile
 import tempfile
 from pathlib import Path
+
+import yaml
 
 from infra.kit import paths
 from infra.offline.chartcache import ChartCacheError
@@ -20,6 +23,9 @@ ROOT = paths.ROOT
 # The vendored archives: ../shared/kustomize beside the checkout, unless the environment names another place.
 VENDORED_ENV = "TRAINYARD_VENDORED_MANIFESTS"
 DOCUMENTED = "docs/manifests.md"
+# A kustomization entry kustomize would fetch: a URL, a git remote, or a `?ref=` of one.
+REMOTE = re.compile(r"^(https?://|git@|ssh://|git::|github\.com/)|\?ref=")
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
 def vendored() -> Path:
@@ -38,6 +44,19 @@ def sha256_of(archive: Path) -> str:
     return digest.hexdigest()
 
 
+def remote_bases(tree: Path) -> list[str]:
+    """Every `resources`, `components` or `bases` entry in the tree that names a remote base (`file: entry`): a
+    release must have them localized, or a build would read the network (`pulumi up` included)."""
+    found = []
+    for file in sorted(f for name in KUSTOMIZATION_FILES for f in tree.rglob(name)):
+        document = yaml.load(file.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+        for key in ("resources", "components", "bases"):
+            entries = document.get(key) if isinstance(document, dict) else None
+            found += [f"{file.relative_to(tree)}: {entry}" for entry in entries or []
+                      if isinstance(entry, str) and REMOTE.search(entry)]
+    return found
+
+
 def _extract(release: Manifests, archive: Path, target: Path) -> None:
     """Into a staging folder beside the target, then renamed: two writers at once both end with the verified tree."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +68,10 @@ def _extract(release: Manifests, archive: Path, target: Path) -> None:
         if not top.is_dir():
             raise ManifestCacheError(f"{archive}: has no top folder {release.top}/ (infra/spec/versions.py "
                                      f"{release.name} names it)")
+        remote = remote_bases(top)
+        if remote:
+            raise ManifestCacheError(f"{archive}: {len(remote)} remote base(s), first {remote[0]}: localize them "
+                                     f"({DOCUMENTED})")
         try:
             top.rename(target)
         except OSError:  # another writer placed it first
