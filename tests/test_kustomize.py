@@ -15,6 +15,7 @@ import yaml
 
 from infra.checks.catalogue import Context
 from infra.checks.charts import check_declared_once, image_findings
+from infra.commands import main
 from infra.kit import paths
 from infra.kit.overlays import overlay_text, write_overlay
 from infra.offline import diskcache, engine, kustomize
@@ -284,3 +285,14 @@ def test_a_release_that_names_a_remote_base_is_refused_not_placed(tmp_path: Path
         assert not (tmp_path / release.path).exists()
     else:
         assert (ensure(release, root=tmp_path, source=tmp_path) / "common" / "x" / "kustomization.yaml").is_file()
+
+
+def test_the_commands_report_a_manifests_problem_as_bad_input_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    def missing(*_: object, **__: object) -> engine.Capture:
+        raise ManifestCacheError(f"{RELEASE.path} is not placed and x/{RELEASE.archive} is missing")
+
+    monkeypatch.setattr(engine, "run", missing)
+    assert main(["plan", "local"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {RELEASE.path} is not placed and x/{RELEASE.archive} is missing\n"
