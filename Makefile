@@ -24,8 +24,9 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.synced
 
-charts: install  ## the pinned chart archives, verified, in .charts/ (from ../shared/charts, else upstream)
+charts: install  ## pinned chart archives in .charts/, vendored manifests in .manifests/ (verified; ../shared)
 	$(VENV)/bin/python scripts/fetch-charts
+	$(VENV)/bin/python scripts/fetch-manifests
 
 plan: charts  ## the main job: plan the default stack offline (no credentials, no cluster)
 	$(VENV)/bin/trainyard plan $(STACK)
@@ -37,7 +38,7 @@ validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/prune-cache
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/fetch-manifests scripts/prune-cache
 
 typecheck: install
 	$(VENV)/bin/mypy
@@ -58,4 +59,4 @@ benchmark-plan: charts  ## seconds of `trainyard plan` per stack, with an empty 
 	$(VENV)/bin/python benchmarks/plan_stacks.py --crds $(CRDS)
 
 clean:
-	rm -rf build .charts .cache/offline .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build .charts .manifests .cache/offline .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,6 @@ import inspect
 import json
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pulumi
@@ -19,7 +18,7 @@ import pytest
 from infra.kit.objects import _retain_crds
 from infra.offline import engine, plan
 from infra.offline.chartcache import ChartCacheError
-from infra.offline.charts import CHART_TYPE, Rendered
+from infra.offline.charts import CHART_TYPE
 from infra.offline.plan import objects, plan_document, render_plan_json, write
 from infra.spec.input.load import PLATFORM_KEY, read_stack_config
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL
@@ -277,8 +276,7 @@ def _chart_children(transforms: list[Any]) -> dict[str, engine.Registration]:
     crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
            "metadata": {"name": "backups.velero.io"}}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "velero", "namespace": "velero"}}
-    rendered = cast(Rendered, SimpleNamespace(objects=(crd, config)))
-    return {child.inputs["kind"]: child for child in engine._children(chart, rendered, transforms)}
+    return {child.inputs["kind"]: child for child in engine._children(chart, (crd, config), transforms)}
 
 
 def test_a_charts_transforms_decide_what_its_children_keep() -> None:

@@ -9,10 +9,11 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.kit.naming import named
+from infra.kit.overlays import write_overlay
 from infra.vocabulary import PSA_PREFIX
 
 if TYPE_CHECKING:
-    from infra.spec.versions import Chart  # the pinned chart a release installs (its archive path and version)
+    from infra.spec.versions import Chart, Manifests  # pinned sources: a chart archive, a manifests release
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -81,6 +82,23 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
     )
 
+
+
+def kustomize_directory(name: str, release: Manifests, path: str, opts: pulumi.ResourceOptions,
+                        namespace: str | None = None,
+                        patches: Sequence[Mapping[str, Any]] = ()) -> k8s.kustomize.v2.Directory:
+    """A folder of a vendored release of upstream manifests (`path` inside `release`, e.g. common/cert-manager/base),
+    installed from its verified, extracted tree in `.manifests/<sha256>/` (scripts/fetch-manifests) through an
+    overlay of ours (infra/kit/overlays.py) that lists `patches` as kustomize applies them. `pulumi up` builds it
+    with the provider's kustomize and downloads nothing; `trainyard plan` builds the same overlay with
+    `kubectl kustomize` and checks every object. `namespace` goes to namespaced objects the folder leaves without
+    one (the provider's default namespace otherwise). CRDs are retained on delete, as a chart's are."""
+    return k8s.kustomize.v2.Directory(
+        named(name),
+        directory=write_overlay(release, path, patches),
+        namespace=namespace,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
+    )
 
 def namespace(name: str, resource_name: str, opts: pulumi.ResourceOptions,
               labels: Mapping[str, str] | None = None) -> pulumi.CustomResource:

@@ -14,3 +14,7 @@ RUNTIMES = ROOT / "runtimes"
 DOCS = ROOT / "docs"
 CACHE = ROOT / ".cache" / "offline"
 SHARED = ROOT.parent / "shared"  # the reference material beside the checkout (CRDs, charts, kustomize)
+# Relative to the project root, where `pulumi up` runs the program: the extracted manifest releases (like .charts/)
+# and the overlay kustomize_directory() writes per use.
+MANIFEST_CACHE = ".manifests"
+OVERLAYS = f"{MANIFEST_CACHE}/overlays"

@@ -213,11 +213,11 @@ def render_all(sources: Sequence[Source], kubernetes: str, root: Path = ROOT) ->
         documents, crds, problems = _render(source, archives[source.ref], kubernetes, api_versions)
         rendered.append(Rendered(source, (*crds, *(d for d in documents if not is_hook(d))),
                                  tuple(d for d in documents if is_hook(d)), problems))
-    scoped = _cluster_scoped([obj for r in rendered for obj in r.objects])
+    scoped = cluster_scoped([obj for r in rendered for obj in r.objects])
     return tuple(_with_namespace(r, scoped) for r in rendered)
 
 
-def _cluster_scoped(objects: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+def cluster_scoped(objects: Sequence[Mapping[str, Any]]) -> frozenset[str]:
     return CLUSTER_KINDS | {obj["spec"]["names"]["kind"] for obj in objects
                             if obj["kind"] == CRD_KIND and obj.get("spec", {}).get("scope") == "Cluster"}
 

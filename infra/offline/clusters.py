@@ -39,5 +39,7 @@ def split(platform: Platform, capture: Capture) -> dict[str, tuple[Platform, Cap
     chart_owner = {r.ref(): cluster for cluster, records in parts.items() for r in records}
     return {name: (platform.hybrid.clusters[name],
                    replace(capture, resources=tuple(parts[name]),
-                           charts=tuple(c for c in capture.charts if chart_owner.get(c.source.ref) == name)))
+                           charts=tuple(c for c in capture.charts if chart_owner.get(c.source.ref) == name),
+                           kustomizations=tuple(k for k in capture.kustomizations
+                                                if chart_owner.get(k.source.ref) == name)))
             for name in clusters}

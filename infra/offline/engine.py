@@ -25,6 +25,7 @@ from pulumi.runtime.stack import run_pulumi_func
 
 from infra.kit import paths
 from infra.kit.objects import type_token
+from infra.offline import kustomize
 from infra.offline.charts import CHART_TYPE, Rendered, child_name, render_all, source_of
 from infra.offline.fakes import OfflineMocks, echoes_inputs, fake_id
 from infra.offline.stacktrace import lean_stack_traces
@@ -53,7 +54,7 @@ class Registration:
     protect: bool
     retain_on_delete: bool
     provider: str
-    chart: str = ""  # for an object a chart installs: the chart's ref
+    chart: str = ""  # for an object a chart or a kustomization installs: that chart's or Directory's ref
 
     def ref(self) -> str:
         return f"{self.type}::{self.name}"
@@ -66,6 +67,7 @@ class Capture:
     resources: tuple[Registration, ...]  # sorted by (type, name); chart objects included
     outputs: dict[str, Any]
     charts: tuple[Rendered, ...] = ()  # every chart, rendered (its hooks and values problems too)
+    kustomizations: tuple[kustomize.Kustomized, ...] = ()  # every kustomize.v2.Directory, built
 
 
 def _urn_ref(urn: str) -> str:
@@ -190,28 +192,38 @@ def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Cap
     if monitor.duplicates:
         raise DuplicateResource(f"registered twice: {sorted(set(monitor.duplicates))[0]}")
     # Sorted: registration order varies from run to run, and plan.json lists the charts in this order.
-    charts = sorted((record for record in monitor.records if record.type == CHART_TYPE), key=Registration.ref)
+    charts = _sorted_of(monitor.records, CHART_TYPE)
     rendered = render_all([source_of(c.ref(), c.inputs) for c in charts], str(exported.get("kubernetes", ""))) \
         if charts else ()
-    installed = [child for chart, render in zip(charts, rendered, strict=True)
-                 for child in _children(chart, render, monitor.transforms.get(chart.urn, []))]
+    directories = _sorted_of(monitor.records, kustomize.DIRECTORY_TYPE)
+    built = kustomize.render_all([kustomize.source_of(d.ref(), d.inputs) for d in directories],
+                                 [obj for r in rendered for obj in r.objects]) if directories else ()
+    installed = [child for parent, objs in (*zip(charts, (r.objects for r in rendered), strict=True),
+                                            *zip(directories, (k.objects for k in built), strict=True))
+                 for child in _children(parent, objs, monitor.transforms.get(parent.urn, []))]
     resources = tuple(sorted((*monitor.records, *installed), key=lambda r: (r.type, r.name, r.urn)))
-    return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported, charts=rendered)
+    return Capture(stack=stack, project=PROJECT, resources=resources, outputs=exported, charts=rendered,
+                   kustomizations=built)
 
 
-def _children(chart: Registration, rendered: Rendered, transforms: list[Any]) -> list[Registration]:
-    """The objects helm.v4.Chart registers for a chart: its children, on its provider, each passed through the
-    chart's transforms as the engine does (helm_chart() adds the one that retains CRDs)."""
-    prefix, _, _ = chart.urn.rpartition("::")
+def _sorted_of(records: list[Registration], type_: str) -> list[Registration]:
+    return sorted((record for record in records if record.type == type_), key=Registration.ref)
+
+
+def _children(parent: Registration, objects: tuple[dict[str, Any], ...], transforms: list[Any]) -> list[Registration]:
+    """The objects helm.v4.Chart or kustomize.v2.Directory registers: its children, on its provider, named
+    `<name>:<namespace>/<object>`, each passed through its transforms as the engine does (helm_chart() and
+    kustomize_directory() add the one that retains CRDs)."""
+    prefix, _, _ = parent.urn.rpartition("::")
     children = []
-    for obj in rendered.objects:
-        type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(chart.name, obj)
+    for obj in objects:
+        type_, name = type_token(obj["apiVersion"], obj["kind"]), child_name(parent.name, obj)
         inputs, options = _transformed(type_, name, obj, transforms)
         children.append(Registration(
-            type=type_, name=name, urn=f"{prefix.rsplit('::', 1)[0]}::{CHART_TYPE}${type_}::{name}",
-            parent=chart.ref(), custom=True, remote=False, inputs=inputs, depends_on=(),
-            protect=bool(options.protect), retain_on_delete=bool(options.retain_on_delete), provider=chart.provider,
-            chart=chart.ref()))
+            type=type_, name=name, urn=f"{prefix.rsplit('::', 1)[0]}::{parent.type}${type_}::{name}",
+            parent=parent.ref(), custom=True, remote=False, inputs=inputs, depends_on=(),
+            protect=bool(options.protect), retain_on_delete=bool(options.retain_on_delete), provider=parent.provider,
+            chart=parent.ref()))
     return children
 
 

@@ -24,6 +24,7 @@ _FAKE_CA = base64.b64encode(b"offline certificate authority").decode()
 # Resource type -> extra outputs a real provider would compute. Cloud layers add their own entries.
 OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "kubernetes:helm.sh/v4:Chart": lambda inputs: {"resources": []},
+    "kubernetes:kustomize/v2:Directory": lambda inputs: {"resources": []},
     # The cloud clusters' outputs the cluster layer builds its kubeconfig from.
     "eks:index:Cluster": lambda inputs: {
         "kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG),

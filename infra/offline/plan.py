@@ -18,6 +18,7 @@ from infra.offline.charts import HOOK, Rendered
 from infra.offline.clusters import split
 from infra.offline.diskcache import cached, content_key, source_hash
 from infra.offline.engine import Capture, Registration
+from infra.offline.kustomize import DIRECTORY_TYPE, Kustomized
 from infra.spec import Platform
 from infra.spec.input.load import read_stack_config
 
@@ -34,13 +35,21 @@ def plan_document(capture: Capture) -> dict[str, Any]:
                 "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom, "remote": r.remote,
                 "inputs": r.inputs, "dependsOn": list(r.depends_on), "protect": r.protect,
                 "retainOnDelete": r.retain_on_delete, "provider": r.provider,
-                **({"chart": r.chart} if r.chart else {}),
+                **({_installer(r.chart): r.chart} if r.chart else {}),
             }
             for r in capture.resources
         ],
         "charts": [chart_summary(rendered) for rendered in capture.charts],
+        # Only when there are some: the plans of stacks without one stay as they were.
+        **({"kustomizations": [kustomization_summary(k) for k in capture.kustomizations]}
+           if capture.kustomizations else {}),
         "outputs": capture.outputs,
     }
+
+
+def _installer(ref: str) -> str:
+    """The key naming what installs an object: `chart`, or `kustomization` for a kustomize.v2.Directory's."""
+    return "kustomization" if ref.startswith(f"{DIRECTORY_TYPE}::") else "chart"
 
 
 def chart_summary(rendered: Rendered) -> dict[str, Any]:
@@ -55,8 +64,20 @@ def chart_summary(rendered: Rendered) -> dict[str, Any]:
     }
 
 
+def kustomization_summary(kustomized: Kustomized) -> dict[str, Any]:
+    """A Directory's release folder, its pinned archive, the overlay it builds and what it installs."""
+    source = kustomized.source
+    return {
+        "kustomization": source.ref, "release": f"{source.release.name} {source.release.release}",
+        "archive": source.release.archive, "sha256": source.release.sha256, "upstream": source.release.source,
+        "commit": source.release.commit, "path": source.path, "overlay": source.directory,
+        "namespace": source.namespace, "objects": len(kustomized.objects),
+    }
+
+
 def is_object(record: Registration) -> bool:
-    """A Kubernetes object the program declares, or one a chart installs (not a chart, not a provider)."""
+    """A Kubernetes object the program declares, or one a chart or kustomization installs (not a chart, a
+    Directory or a provider)."""
     return record.custom and record.type.startswith(KUBERNETES) and not record.type.startswith(NOT_OBJECTS)
 
 

@@ -20,6 +20,8 @@ import yaml
 
 from infra.offline.chartcache import VENDORED, VENDORED_ENV
 from infra.offline.diskcache import CACHE_ENV, cache_dir, cached, source_hash
+from infra.offline.manifestcache import VENDORED_ENV as MANIFESTS_ENV
+from infra.offline.manifestcache import vendored
 from infra.offline.plan import render_stack
 from infra.review.risks import risks
 from infra.spec import load_file, stack_path
@@ -32,16 +34,16 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _start_render(tree: Path, stack: str, out: Path) -> subprocess.Popen[str]:
-    """Render with the code in `tree`, in its own process. Charts come from this checkout's vendored archives
-    wherever `tree` is (the base revision's tree lives in a scratch directory), and renders share this checkout's
-    cache (content-addressed by inputs and code, so two revisions never read each other's values)."""
+    """Render with the code in `tree`, in its own process. Charts and manifests come from this checkout's vendored
+    archives wherever `tree` is (the base revision's tree lives in a scratch directory), and renders share this
+    checkout's cache (content-addressed by inputs and code, so two revisions never read each other's values)."""
     # Revisions before the commands package ran the command from infra/cli.py.
     command = "infra.commands" if (tree / "infra" / "commands" / "__main__.py").exists() else "infra.cli"
     return subprocess.Popen(
         [sys.executable, "-m", command, "render", stack, "--out", str(out)],
         cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", VENDORED_ENV: str(VENDORED),
-             CACHE_ENV: str(cache_dir())},
+             MANIFESTS_ENV: str(vendored()), CACHE_ENV: str(cache_dir())},
     )
 
 

@@ -71,8 +71,10 @@ def _cluster_lines(platform: Platform, capture: Capture) -> list[str]:
     counts = per_component(capture)
     lines = [f"Resources: {len(capture.resources)}"]
     from_charts = sum(1 for r in capture.resources if r.chart)
+    kustomizations = f" and {len(capture.kustomizations)} kustomizations" if capture.kustomizations else ""
     lines.append(f"Kubernetes objects: {len(objects(capture)) - from_charts} declared, {from_charts} from "
-                 f"{len(capture.charts)} charts ({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
+                 f"{len(capture.charts)} charts{kustomizations} "
+                 f"({sum(len(c.hooks) for c in capture.charts)} chart hooks skipped)")
     lines += text_table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
     lines += ["", "Pools (capacity derived from):"]
     lines += text_table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])

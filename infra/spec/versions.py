@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from infra.kit.paths import MANIFEST_CACHE
 from infra.spec.base import Strict
 
 # Every chart archive Trainyard may install -> the sha256 of its content (infra/offline/chartcache.py:
@@ -64,6 +65,36 @@ class Chart:
         """Where the program installs it from: the digest is in the path, so a changed pin changes the
         chart's inputs and nothing unverified is ever picked up."""
         return f"{CHART_CACHE}/{self.digest.removeprefix('sha256:')}/{self.archive}"
+
+
+# Vendored releases of upstream kustomizations (scripts/fetch-manifests places each, extracted and verified, under
+# .manifests/<sha256>/; docs/manifests.md). The sha256 is of the archive's bytes, as its SHA256SUMS lists it.
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """A release of upstream Kubernetes manifests (kustomizations), rendered from its verified, extracted archive."""
+
+    name: str
+    release: str
+    archive: str  # the file name in ../shared/kustomize
+    sha256: str  # hex, of the archive's bytes
+    top: str  # the one folder the archive holds; stripped on extraction, so paths read as in the release
+    source: str  # the upstream repository and tag the archive was made from
+    commit: str
+
+    @property
+    def path(self) -> str:
+        """Where the extracted tree lives: the digest is in the path, as for charts."""
+        return f"{MANIFEST_CACHE}/{self.sha256}"
+
+
+# kubeflow/manifests 26.03, localized (its four remote argo-workflows bases copied in; SOURCE.txt beside it).
+KUBEFLOW_MANIFESTS = Manifests(
+    name="kubeflow-manifests", release="26.03", archive="kubeflow-manifests-26.03-localized.tar.gz",
+    sha256="6ba41f312637d798b0fd670ca9ea691ab884fa02d659d8b7503c50631bd2b5d4", top="kubeflow-manifests-26.03",
+    source="https://github.com/kubeflow/manifests/tree/26.03", commit="d68ebc7fab366ab40ddd1541d2ec22febb31bc83")
+VENDORED_MANIFESTS = (KUBEFLOW_MANIFESTS,)
 
 
 def minor(version: str) -> str:
