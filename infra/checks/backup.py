@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from infra.offline.engine import Registration
 from infra.offline.plan import objects
-from infra.platform.storage import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 from infra.spec import Finding
+from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 
 if TYPE_CHECKING:
     from infra.checks.catalogue import Context
