@@ -7,7 +7,7 @@ or Trainyard's own objects).
 Pulumi-free and free of the spec: infra/spec (reserved namespaces, the CRD groups the platform provides), the
 cluster layer (firewall ports), the platform's builders, the checks and live verify all read these facts here, so
 each is spelled once. To add a component: one entry below (and in COMPONENTS), one builder module in
-infra/platform, one line in infra/platform/__init__.py build_platform, its tests (docs/architecture.md).
+infra/platform, one line in infra/platform/__init__.py build_platform, its tests (docs/architecture.md says how).
 """
 
 from __future__ import annotations
