@@ -24,6 +24,10 @@ PSA_PREFIX = "pod-security.kubernetes.io"
 PSA_REASON = "trainyard.io/pod-security-reason"  # annotation: why a team namespace runs `baseline`
 DRILL_LABEL = "trainyard.io/drill"  # on the restore drill's Restores
 BACKUP_MARKER = "trainyard-backup-marker"  # the ConfigMap in each team namespace that a restore drill checks
+VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
+BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on
+BUCKET_NAMESPACE_LABEL = "trainyard.io/bucket-namespace"  # on that job: the claim's namespace
+RECEIVERS_ANNOTATION = "trainyard.io/receivers"  # Alertmanager's receivers' names, readable where the config is secret
 
 # --- the GPU predicate ----------------------------------------------------------------------------------
 

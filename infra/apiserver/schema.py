@@ -18,19 +18,14 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
+from infra.components import crd_directories
 from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
 from infra.spec import Finding
 from infra.spec.names import dns1123_subdomain
 
 # API group -> the component whose CRDs define it (a directory under --crds).
-CRD_COMPONENTS = {
-    "kueue.x-k8s.io": "kueue",
-    "trainer.kubeflow.org": "trainer",
-    "jobset.x-k8s.io": "jobset",
-    "velero.io": "velero",
-    "monitoring.coreos.com": "monitoring",
-}
+CRD_COMPONENTS = crd_directories()
 SECRET = "[secret]"  # how plan.json shows a Pulumi secret: its type is unknown offline
 ROOT_KEYS = frozenset({"apiVersion", "kind", "metadata"})
 _CODE = source_hash(Path(__file__))

@@ -8,8 +8,8 @@ from typing import Any
 
 from infra.checks.context import Context
 from infra.offline.engine import Registration
-from infra.platform.storage import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 from infra.spec import Finding
+from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 
 
 def check_schedule_coverage(ctx: Context) -> list[Finding]:

@@ -8,11 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from infra.checks.context import StackContext
-from infra.platform.kueue import FRAMEWORKS
-from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
-from infra.platform.multikueue import ACCOUNT, JOB_KINDS, KUEUE_GROUP, WRITE, kubeconfig_secret
+from infra.components import KUEUE, kubeconfig_secret
+from infra.components import KUEUE_FRAMEWORKS as FRAMEWORKS
+from infra.components import KUEUE_JOB_KINDS as JOB_KINDS
+from infra.components import MULTIKUEUE_ACCOUNT as ACCOUNT
+from infra.components import MULTIKUEUE_WRITE as WRITE
 from infra.spec import Finding
 from infra.spec.input.keys import multikueue_key
+
+KUEUE_GROUP, KUEUE_NAMESPACE = KUEUE.crds[0].group, KUEUE.namespace
 
 CHECK = "multikueue"
 

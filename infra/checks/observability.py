@@ -13,9 +13,12 @@ from typing import Any
 import promql_parser
 
 from infra.checks.context import Context
-from infra.platform.observability import ALERTMANAGER_SECRET, GRAFANA_SECRET, RECEIVERS_ANNOTATION
+from infra.components import MONITORING
 from infra.spec import Finding, Platform
 from infra.spec.observability import ObservabilityFacts
+from infra.vocabulary import RECEIVERS_ANNOTATION
+
+ALERTMANAGER_SECRET, GRAFANA_SECRET = MONITORING.secrets
 
 SEVERITIES = ("critical", "warning", "info")
 # Grafana's variables are not PromQL: a range variable becomes a duration, any other variable a plain string.

@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from infra.components import KUEUE, MONITORING, TRAINER, VELERO, operator_namespaces
 from infra.live.hybrid import multikueue_findings, worker_data_findings
 from infra.live.prerequisites import prerequisite_findings
-from infra.platform.observability import NAMESPACE as MONITORING_NAMESPACE
 from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError
 from infra.spec.base import parse_quantity
 from infra.spec.pools import POOL_LABEL
 
-OPERATOR_NAMESPACES = ("kueue-system", "kubeflow-system")
-CRD_GROUPS = ("kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io")
+OPERATOR_NAMESPACES = operator_namespaces()
+MONITORING_NAMESPACE = MONITORING.namespace
+CRD_GROUPS = tuple(crds.group for component in (KUEUE, TRAINER) for crds in component.crds)
 
 
 class LiveCluster(Protocol):
@@ -208,7 +209,8 @@ class KubernetesCluster:
         return {str(driver.metadata.name) for driver in drivers if driver.metadata is not None}
 
     def backup_locations(self) -> list[dict[str, Any]]:
-        listing = self._custom.list_namespaced_custom_object("velero.io", "v1", "velero", "backupstoragelocations")
+        listing = self._custom.list_namespaced_custom_object(VELERO.crds[0].group, "v1", VELERO.namespace,
+                                                             "backupstoragelocations")
         items: list[dict[str, Any]] = listing.get("items", []) if isinstance(listing, dict) else []
         return items
 

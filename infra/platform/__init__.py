@@ -2,6 +2,10 @@
 
 The contract's provider waits for the node pools (or node patches): nothing here is applied, and no pod
 scheduled, before the nodes carry their labels and taints. Nothing here imports the cluster layer or a cloud SDK.
+
+Each component's facts (namespace, CRD groups, ports, Secrets, scrape jobs, source) are its entry in
+infra/components.py; its builder is the module of that entry's `builder`, wired here by one line in
+build_platform (tests/test_components.py holds each entry to its module and its line).
 """
 
 from __future__ import annotations

@@ -11,15 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
 from infra.platform.backup import DRILL
-from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
-from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
-from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
 from infra.spec.pools import POOL_LABEL
 
-DCGM_JOB = "nvidia-dcgm-exporter"
+DCGM_JOB = GPU_OPERATOR.scrape_jobs[0]
 # XIDs that mean the GPU needs a reset or replacement (NVIDIA XID catalogue); application XIDs (13, 31, 43, 45)
 # are the job's own fault and stay out.
 CRITICAL_XIDS = "48|61|62|63|64|74|79|92|94|95|119|120|140"
@@ -29,9 +27,9 @@ ADMISSION_WAIT_P95_HOURS = 4
 PVC_FREE_RATIO = 0.10
 # (namespace, deployment) of the controllers whose webhooks fail closed: one down blocks every submission.
 CONTROLLERS = (
-    (KUEUE_NAMESPACE, "kueue-controller-manager"),
-    (TRAINER_NAMESPACE, "kubeflow-trainer-controller-manager"),
-    (TRAINER_NAMESPACE, "jobset-controller"),
+    (KUEUE.namespace, "kueue-controller-manager"),
+    (TRAINER.namespace, "kubeflow-trainer-controller-manager"),
+    (TRAINER.namespace, "jobset-controller"),
 )
 # Webhook names of Kueue (kubebuilder's *.kb.io), Trainer and JobSet.
 PLATFORM_WEBHOOKS = r".*\\.kb\\.io|.*\\.trainer\\.kubeflow\\.org|.*jobset\\.x-k8s\\.io|.*--v1-pod\\.x-k8s\\.io"
@@ -176,10 +174,10 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
     drill = platform.spec.backup.drill
     interval = cron_interval_hours(drill.schedule)
     window = interval + max(1, interval // 4)
-    drill_job = f'namespace="{VELERO_NAMESPACE}", cronjob="{DRILL}"'
+    drill_job = f'namespace="{VELERO.namespace}", cronjob="{DRILL}"'
     rules += [
         alert("RestoreDrillFailed",
-              f'max by (job_name) (kube_job_failed{{namespace="{VELERO_NAMESPACE}", job_name=~"{DRILL}-.*",'
+              f'max by (job_name) (kube_job_failed{{namespace="{VELERO.namespace}", job_name=~"{DRILL}-.*",'
               ' condition="true"}) == 1',
               "warning", "restore drill {{ $labels.job_name }} failed: backups are not proven restorable"),
         # No success within a drill interval (plus grace), or none since the CronJob was created that long ago.

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.components import VELERO
 from infra.kit.contract import WorkloadIdentity
 from infra.kit.naming import named
 from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
@@ -26,7 +27,7 @@ from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 API = "velero.io/v1"
 NAMESPACE = VELERO_NAMESPACE
 LOCATION = "default"
-CREDENTIALS = "velero-credentials"
+CREDENTIALS, = VELERO.secrets
 VOLUME_POLICY = "volume-policy"
 SCRATCH_MODIFIER = "drill-scratch-volumes"
 MARKER = BACKUP_MARKER
@@ -154,12 +155,12 @@ passed=""
 cleanup() {
   # A failed drill keeps its Restore: its errors and warnings are what `velero restore describe` shows.
   if [ -n "$passed" ]; then
-    kubectl -n velero delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
+    kubectl -n __NAMESPACE__ delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
   fi
   for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=false || true; done
 }
 fail() { echo "drill $restore FAILED: $*; Restore kept: velero restore describe $restore --details"; exit 1; }
-restore_field() { kubectl -n velero get restores.velero.io "$restore" -o jsonpath="$1"; }
+restore_field() { kubectl -n __NAMESPACE__ get restores.velero.io "$restore" -o jsonpath="$1"; }
 # A drill that died last time may have left its namespaces: start clean, and always clean up.
 for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=true; done
 trap cleanup EXIT
@@ -179,7 +180,7 @@ while true; do
 done
 seconds=$(( $(date +%s) - started ))
 backup=$(restore_field '{.spec.backupName}')
-completed=$(kubectl -n velero get backups.velero.io "$backup" -o jsonpath='{.status.completionTimestamp}')
+completed=$(kubectl -n __NAMESPACE__ get backups.velero.io "$backup" -o jsonpath='{.status.completionTimestamp}')
 [ -n "$completed" ] || fail "backup '$backup' has no completion time"
 age=$(( ($(date +%s) - $(date -d "$completed" +%s)) / 3600 ))
 if [ "$age" -gt "$MAX_BACKUP_AGE_HOURS" ]; then
@@ -193,7 +194,7 @@ done
 passed=1
 echo "drill $restore passed: backup $backup (completed $completed, ${age}h old) restored in ${seconds}s;" \
   "markers of $CHECKS verified"
-"""
+""".replace("__NAMESPACE__", NAMESPACE)
 
 # One line per TrainJob: its name, then Type=lastTransitionTime for every condition that is True.
 FINISHED = ('{range .items[*]}{.metadata.name}{" "}'
@@ -248,17 +249,17 @@ class Backup(pulumi.ComponentResource):
         storage, facts = platform.storage, platform.backup
         self.provider = provider
         with_secret = facts.identity is None and identity is None
-        ns = namespace(NAMESPACE, "velero", child_opts(self, provider), labels={
+        ns = namespace(NAMESPACE, NAMESPACE, child_opts(self, provider), labels={
             "pod-security.kubernetes.io/enforce": "privileged"})  # the node agent mounts host paths
         in_ns = child_opts(self, provider, depends_on=[ns])
         # Velero's metrics port is 8085 (chart 12.1.0 metrics.service.port).
-        guard_namespace(self, provider, NAMESPACE, ns, [object_storage_flow(platform), metrics(8085)])
+        guard_namespace(self, provider, NAMESPACE, ns, [object_storage_flow(platform), metrics(*VELERO.metrics_ports)])
         if with_secret and credentials is not None:
             # pulumi-kubernetes' own Secret class: it keeps `data`/`stringData` secret in state and previews.
             k8s.core.v1.Secret(named("credentials"), metadata=metadata(CREDENTIALS, NAMESPACE),
                                string_data={"cloud": pulumi.Output.secret(credentials)}, opts=in_ns)
-        chart = helm_chart("velero", VELERO_CHART, NAMESPACE, chart_values(platform, facts, with_secret, identity),
-                           in_ns)
+        chart = helm_chart(VELERO.charts[0].release, VELERO_CHART, NAMESPACE,
+                           chart_values(platform, facts, with_secret, identity), in_ns)
         after_chart = child_opts(self, provider, depends_on=[chart])
         kube_object("location", API, "BackupStorageLocation", metadata(LOCATION, NAMESPACE), after_chart,
                     spec=location_spec(facts, with_secret))

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.components import VELERO
 from infra.platform.alerts import GPU_UTIL_BY_POOL, NOT_FOLLOWER, POOL_SERIES
 from infra.platform.backup import DRILL
-from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
 from infra.spec import Platform
 
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -126,7 +126,7 @@ def backup_dashboard(platform: Platform) -> dict[str, Any]:
         ("Backup location available", "short", [
             ("velero_backup_location_status_gauge", "{{backup_location_name}}")]),
         ("Age of the last successful restore drill", "s", [
-            (f'time() - kube_cronjob_status_last_successful_time{{namespace="{VELERO_NAMESPACE}", cronjob="{DRILL}"}}',
+            (f'time() - kube_cronjob_status_last_successful_time{{namespace="{VELERO.namespace}", cronjob="{DRILL}"}}',
              "restore drill")]),
     ]
     return _dashboard("trainyard-backups", "Trainyard / Backups", panels, [])

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.components import GPU_OPERATOR
 from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
@@ -26,7 +27,7 @@ from infra.spec.flavors import GpuOffer
 from infra.spec.metrics import dcgm_metrics_csv
 from infra.spec.versions import GPU_OPERATOR_CHART
 
-NAMESPACE = "gpu-operator"
+NAMESPACE = GPU_OPERATOR.namespace
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
 MIG_CONFIGMAP = "trainyard-mig-configs"
 DCGM_METRICS_CONFIGMAP = "trainyard-dcgm-metrics"  # key dcgm-metrics.csv, as the operator mounts it
@@ -125,7 +126,7 @@ class GpuOperator(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:GpuOperator", name, None, opts)
         # The operands are privileged node agents: the namespace admits them.
-        ns = namespace(NAMESPACE, "gpu-operator", child_opts(self, provider),
+        ns = namespace(NAMESPACE, NAMESPACE, child_opts(self, provider),
                        labels={"pod-security.kubernetes.io/enforce": "privileged"})
         ready: list[pulumi.Resource] = [ns]
         # DCGM exporter 9400 and the operator's metrics 8080 (gpu-operator v26.7.0); a driver the operator
@@ -133,7 +134,7 @@ class GpuOperator(pulumi.ComponentResource):
         driver = [Flow("driver-packages", "Egress", ANYWHERE, (80, 443),
                        "the driver container fetches kernel headers from the distribution's mirrors")]
         guard_namespace(self, provider, NAMESPACE, ns,
-                        [metrics(9400, 8080), *(driver if platform.gpu_stack.driver else [])])
+                        [metrics(*GPU_OPERATOR.metrics_ports), *(driver if platform.gpu_stack.driver else [])])
         for resource_name, configmap, data in (("device-plugin-configs", DEVICE_PLUGIN_CONFIGMAP,
                                                 device_plugin_configs(platform)),
                                                ("mig-configs", MIG_CONFIGMAP, mig_configs(platform)),
@@ -149,7 +150,7 @@ class GpuOperator(pulumi.ComponentResource):
                     {"operator": "In", "scopeName": "PriorityClass", "values": CRITICAL_PRIORITY_CLASSES}]}}
             ready.append(kube_object("critical-pods", "v1", "ResourceQuota", metadata("gpu-operator-quota", NAMESPACE),
                                      child_opts(self, provider, depends_on=[ns]), spec=critical))
-        self.chart = helm_chart("gpu-operator", GPU_OPERATOR_CHART, NAMESPACE, chart_values(platform),
+        self.chart = helm_chart(GPU_OPERATOR.charts[0].release, GPU_OPERATOR_CHART, NAMESPACE, chart_values(platform),
                                 child_opts(self, provider, depends_on=ready))
         self.register_outputs({"version": GPU_OPERATOR_CHART.version, "driver": platform.gpu_stack.driver,
                                "deviceConfigs": sorted(device_plugin_configs(platform)),

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.components import KUEUE, KUEUE_FRAMEWORKS
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
 from infra.spec import Flavor, Platform, TeamFacts
@@ -20,13 +21,13 @@ from infra.spec.queueing import TeamQueue, topology_name
 from infra.vocabulary import TEAM_LABEL
 
 API = "kueue.x-k8s.io/v1beta2"
-NAMESPACE = "kueue-system"
-FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
+NAMESPACE = KUEUE.namespace
+FRAMEWORKS = KUEUE_FRAMEWORKS
 ADMITTING_EFFECTS = ("NoSchedule", "NoExecute")  # Kueue ignores PreferNoSchedule flavor taints
-# The controller's ports in kueue 0.19.2's Deployment: webhook 9443, visibility API 8082, metrics 8443.
-FLOWS = [webhooks(9443, "Kueue's webhooks"),
+# The controller's ports (infra/components.py); the visibility API listens on 8082 in kueue 0.19.2's Deployment.
+FLOWS = [*(webhooks(port, "Kueue's webhooks") for port in KUEUE.webhook_ports),
          Flow("visibility", "Ingress", ANYWHERE, (8082,), "the API server proxies Kueue's visibility API"),
-         metrics(8443)]
+         metrics(*KUEUE.metrics_ports)]
 
 
 def manager_config(platform: Platform) -> dict[str, Any]:
@@ -41,8 +42,8 @@ def manager_config(platform: Platform) -> dict[str, Any]:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
-        "webhook": {"port": 9443},
+        "metrics": {"bindAddress": f":{KUEUE.metrics_ports[0]}", "enableClusterQueueResources": True},
+        "webhook": {"port": KUEUE.webhook_ports[0]},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "clientConnection": {"qps": 300, "burst": 500},
         "integrations": {"frameworks": FRAMEWORKS},
@@ -144,7 +145,7 @@ class Kueue(pulumi.ComponentResource):
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Kueue", name, None, opts)
         # The chart's pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
-        ns = namespace(NAMESPACE, "kueue-system", child_opts(self, provider),
+        ns = namespace(NAMESPACE, NAMESPACE, child_opts(self, provider),
                        labels=psa_labels("restricted", platform.spec.versions.kubernetes))
         guard_namespace(self, provider, NAMESPACE, ns, FLOWS)
         self.chart = helm_chart("kueue", platform.spec.versions.kueue_chart(), NAMESPACE, chart_values(platform),

@@ -21,29 +21,24 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.components import KUEUE, KUEUE_JOB_KINDS, MULTIKUEUE_ACCOUNT, MULTIKUEUE_WRITE, kubeconfig_secret
 from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from infra.platform.kueue import API, FRAMEWORKS, cluster_queue_spec, cohort_spec
 from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
 from infra.spec import Platform
-from infra.spec.hybrid.model import Hybrid, burst_queue
+from infra.spec.hybrid.model import Hybrid, burst_cohort, burst_queue
 
 CONTROLLER = "kueue.x-k8s.io/multikueue"
-KUEUE_GROUP = "kueue.x-k8s.io"
-ACCOUNT = "trainyard-multikueue"  # on each worker: who the manager's Kueue is
+KUEUE_GROUP = KUEUE.crds[0].group
+ACCOUNT = MULTIKUEUE_ACCOUNT
 TOKEN_SECRET = f"{ACCOUNT}-token"
-WRITE = ["create", "update", "patch", "delete", "get", "list", "watch"]
+WRITE = MULTIKUEUE_WRITE
 # Kueue integration name -> (API group, resource) of the job kind MultiKueue creates on the worker.
-JOB_KINDS = {"batch/job": ("batch", "jobs"), "jobset.x-k8s.io/jobset": ("jobset.x-k8s.io", "jobsets"),
-             "trainer.kubeflow.org/trainjob": ("trainer.kubeflow.org", "trainjobs")}
-
-
-def kubeconfig_secret(worker: str) -> str:
-    """The Secret in the manager's kueue-system holding the worker's kubeconfig (its key must be `kubeconfig`)."""
-    return f"multikueue-{worker}"
+JOB_KINDS = KUEUE_JOB_KINDS
 
 
 def cohort(platform: Platform, worker: str) -> str:
-    return f"{platform.spec.queueing.cohort}-{worker}"
+    return burst_cohort(platform.spec.queueing.cohort, worker)
 
 
 def burst_cluster_queue(worker: Platform, team: str, manager: Platform, worker_name: str) -> dict[str, Any]:

@@ -32,35 +32,30 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from infra.components import GPU_OPERATOR, KUEUE, MONITORING, TRAINER, VELERO
 from infra.kit.contract import RemoteWrite, WorkloadIdentity
 from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
-from infra.platform.backup import NAMESPACE as VELERO_NAMESPACE
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
-from infra.platform.gpu import NAMESPACE as GPU_NAMESPACE
-from infra.platform.kueue import NAMESPACE as KUEUE_NAMESPACE
 from infra.platform.tenancy import psa_labels
-from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.spec import Platform
 from infra.spec.observability import GOOGLE
 from infra.spec.pools import POOL_LABEL
 from infra.spec.versions import GMP_PROMETHEUS_IMAGE, GMP_PROMETHEUS_VERSION, KUBE_PROMETHEUS_STACK_CHART
+from infra.vocabulary import RECEIVERS_ANNOTATION
 
 API = "monitoring.coreos.com/v1"
-NAMESPACE = "monitoring"
-NODE_NAMESPACE = "monitoring-node"
-RELEASE = "kube-prometheus-stack"
-# The operator's default for useExistingSecret: alertmanager-<Alertmanager name>, the name the chart gives it.
-ALERTMANAGER_SECRET = f"alertmanager-{RELEASE}-alertmanager"
-GRAFANA_SECRET = "grafana-admin"
+NAMESPACE = MONITORING.namespace
+NODE_NAMESPACE = f"{NAMESPACE}-node"
+RELEASE = MONITORING.charts[0].release
+ALERTMANAGER_SECRET, GRAFANA_SECRET = MONITORING.secrets
 PROMETHEUS_SERVICE = f"{RELEASE}-prometheus"  # port http-web 9090
 WEBHOOK_RECEIVER = "webhook"
-RECEIVERS_ANNOTATION = "trainyard.io/receivers"  # the receivers' names, readable where the config is secret
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 INSECURE_TLS = {"insecureSkipVerify": True}  # the controllers serve metrics with self-signed certificates
 # The chart's own ServiceMonitors and the job labels they give (jobLabel / Service name).
-CHART_JOBS = ("apiserver", "kubelet", "kube-state-metrics", "node-exporter")
+CHART_JOBS = MONITORING.scrape_jobs
 
 
 @dataclass(frozen=True)
@@ -79,21 +74,22 @@ def monitors(platform: Platform) -> list[Monitor]:
     velero 12.1.0, GPU Operator v26.7.0)."""
     authenticated = {"port": "https", "scheme": "https", "path": "/metrics", "bearerTokenFile": TOKEN,
                      "tlsConfig": INSECURE_TLS}
+    velero = VELERO.charts[0]
     found = [
-        Monitor("kueue", KUEUE_NAMESPACE, "kueue-controller-manager-metrics-service",
+        Monitor("kueue", KUEUE.namespace, KUEUE.scrape_jobs[0],
                 {"app.kubernetes.io/name": "kueue", "app.kubernetes.io/component": "metrics-service"}, authenticated),
-        Monitor("jobset", TRAINER_NAMESPACE, "jobset-metrics-service",
+        Monitor("jobset", TRAINER.namespace, TRAINER.scrape_jobs[0],
                 {"app.kubernetes.io/name": "jobset", "app.kubernetes.io/component": "controller"}, authenticated),
         # Trainer 2.2 serves metrics over TLS without authentication (no FilterProvider).
-        Monitor("kubeflow-trainer", TRAINER_NAMESPACE, "kubeflow-trainer-controller-manager",
+        Monitor("kubeflow-trainer", TRAINER.namespace, TRAINER.scrape_jobs[1],
                 {"app.kubernetes.io/name": "kubeflow-trainer", "app.kubernetes.io/component": "manager"},
                 {"port": "monitoring-port", "scheme": "https", "path": "/metrics", "tlsConfig": INSECURE_TLS}),
-        Monitor("velero", VELERO_NAMESPACE, "velero",
-                {"app.kubernetes.io/name": "velero", "app.kubernetes.io/instance": "velero"},
+        Monitor(velero.chart, VELERO.namespace, VELERO.scrape_jobs[0],
+                {"app.kubernetes.io/name": velero.chart, "app.kubernetes.io/instance": velero.release},
                 {"port": "http-monitoring", "path": "/metrics", "interval": "30s"}),
     ]
     if platform.observability.dcgm:
-        found.append(Monitor("dcgm-exporter", GPU_NAMESPACE, DCGM_JOB, {"app": DCGM_JOB}, {
+        found.append(Monitor("dcgm-exporter", GPU_OPERATOR.namespace, DCGM_JOB, {"app": DCGM_JOB}, {
             "port": "gpu-metrics", "path": "/metrics", "interval": "15s",
             # `node` for joins with kube-state-metrics (the exporter itself labels `hostname`).
             "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node",
@@ -187,9 +183,9 @@ class Observability(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Observability", name, None, opts)
         kubernetes = platform.spec.versions.kubernetes
-        ns = namespace(NAMESPACE, "monitoring", child_opts(self, provider),
+        ns = namespace(NAMESPACE, NAMESPACE, child_opts(self, provider),
                        labels=psa_labels("baseline", kubernetes))
-        node_ns = namespace(NODE_NAMESPACE, "monitoring-node", child_opts(self, provider),
+        node_ns = namespace(NODE_NAMESPACE, NODE_NAMESPACE, child_opts(self, provider),
                             labels={"pod-security.kubernetes.io/enforce": "privileged"})  # host namespaces, paths
         in_ns = child_opts(self, provider, depends_on=[ns])
         if webhook_url is None:

@@ -17,10 +17,8 @@ from infra.spec import Platform
 from infra.spec.hybrid.burst_data import pull_secrets
 from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
+from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 
-VOLUME_LABEL = "trainyard.io/volume"  # datasets | checkpoints: a data volume that must be retained
-BUCKET_LABEL = "trainyard.io/bucket"  # on a bucket claim and on the job that turns its versioning on
-BUCKET_NAMESPACE_LABEL = "trainyard.io/bucket-namespace"  # on that job: the claim's namespace
 OBC_API = "objectbucket.io/v1alpha1"
 SNAPSHOT_API = "snapshot.storage.k8s.io/v1"
 STORAGE_API = "storage.k8s.io/v1"

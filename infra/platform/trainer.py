@@ -10,11 +10,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.components import TRAINER
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace, psa_labels
 from infra.platform.network import TEAM_PODS, Flow, guard_namespace, metrics, webhooks
 from infra.spec import Platform
 
-NAMESPACE = "kubeflow-system"
+NAMESPACE = TRAINER.namespace
 # The Helm releases (the chart resources' names below) and the controller ServiceAccounts the charts name
 # after them: kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/templates/rbac/service_account.yaml
 # ("<fullname>-controller-manager") and kubernetes-sigs/jobset@v0.12.0 charts/jobset/templates/rbac/
@@ -25,11 +26,11 @@ JOBSET_SERVICE_ACCOUNT = f"{JOBSET_RELEASE}-controller"
 # The Trainer controller's TrainJob status server (chart value manager.config.statusServer.port in
 # kubeflow/trainer@v2.2.1 charts/kubeflow-trainer/values.yaml): training pods post progress to it.
 TRAINER_STATUS_PORT = 10443
-# Both charts' Deployments serve webhooks on 9443 and metrics on 8443.
-FLOWS = [webhooks(9443, "the Trainer's and JobSet's webhooks"),
+# Both charts' Deployments serve webhooks and metrics on the same ports (infra/components.py).
+FLOWS = [*(webhooks(port, "the Trainer's and JobSet's webhooks") for port in TRAINER.webhook_ports),
          Flow("trainer-status", "Ingress", TEAM_PODS, (TRAINER_STATUS_PORT,),
               "training pods report progress to the Trainer's status server"),
-         metrics(8443)]
+         metrics(*TRAINER.metrics_ports)]
 TRAINER_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{TRAINER_SERVICE_ACCOUNT}"
 JOBSET_CONTROLLER = f"system:serviceaccount:{NAMESPACE}:{JOBSET_SERVICE_ACCOUNT}"
 
@@ -76,7 +77,7 @@ class Trainer(pulumi.ComponentResource):
         super().__init__("trainyard:platform:Trainer", name, None, opts)
         versions = platform.spec.versions
         # The charts' pods meet Pod Security `restricted` (non-root, no capabilities, RuntimeDefault seccomp).
-        ns = namespace(NAMESPACE, "kubeflow-system", child_opts(self, provider),
+        ns = namespace(NAMESPACE, NAMESPACE, child_opts(self, provider),
                        labels=psa_labels("restricted", versions.kubernetes))
         guard_namespace(self, provider, NAMESPACE, ns, FLOWS)
         jobset = helm_chart(JOBSET_RELEASE, versions.jobset_chart(), NAMESPACE, jobset_values(platform),

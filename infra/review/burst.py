@@ -4,12 +4,12 @@ from there."""
 
 from __future__ import annotations
 
+from infra.components import KUEUE, kubeconfig_secret
 from infra.kit.tables import text_table
-from infra.platform.multikueue import cohort, kubeconfig_secret
 from infra.spec import Platform
 from infra.spec.base import format_amount
 from infra.spec.hybrid.burst_data import KINDS, Registry, place
-from infra.spec.hybrid.model import burst_queue
+from infra.spec.hybrid.model import burst_cohort, burst_queue
 from infra.spec.input.keys import multikueue_key
 
 
@@ -23,7 +23,7 @@ def burst_rows(platform: Platform) -> list[list[str]]:
     """team, LocalQueue, manager ClusterQueue, worker, guaranteed there, link, credentials key."""
     hybrid = platform.hybrid
     assert hybrid is not None
-    rows = []
+    rows, cohort = [], platform.spec.queueing.cohort
     for worker_name in hybrid.workers:
         worker, link = hybrid.clusters[worker_name], hybrid.links[worker_name]
         for team in worker.teams:
@@ -31,10 +31,11 @@ def burst_rows(platform: Platform) -> list[list[str]]:
                                    for flavor, quota in team.quota.items()
                                    for resource, amount in quota.items() if resource not in ("cpu", "memory"))
             rows.append([team.name, f"LocalQueue {worker_name}",
-                         f"ClusterQueue {burst_queue(team.name, worker_name)} (cohort {cohort(platform, worker_name)},"
-                         f" check {worker_name})", f"{worker_name} ({worker.spec.cluster.kind})", guaranteed or "-",
+                         f"ClusterQueue {burst_queue(team.name, worker_name)} "
+                         f"(cohort {burst_cohort(cohort, worker_name)}, check {worker_name})",
+                         f"{worker_name} ({worker.spec.cluster.kind})", guaranteed or "-",
                          f"{link.network} from {link.source}",
-                         f"{multikueue_key(worker_name)} -> Secret kueue-system/{kubeconfig_secret(worker_name)}"])
+                         f"{multikueue_key(worker_name)} -> Secret {KUEUE.namespace}/{kubeconfig_secret(worker_name)}"])
     return rows
 
 

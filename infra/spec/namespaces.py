@@ -5,12 +5,14 @@ default-deny NetworkPolicy, PVCs and RoleBindings: in kube-system or kueue-syste
 
 from __future__ import annotations
 
+from infra.components import namespaces
+
 # Kubernetes creates these (kube-* is reserved for it: kubernetes.io/docs/concepts/overview/working-with-objects/
-# namespaces); Trainyard and the operators it installs live in the others (infra/platform: kueue, trainer, gpu,
-# backup; rook-ceph is the Rook cluster's default namespace, monitoring the observability stack's).
+# namespaces); the platform's components live in theirs (infra/components.py). The others are where a site or a
+# later release installs what Trainyard works with: rook-ceph is the Rook cluster's default namespace.
 KUBERNETES_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
-PLATFORM_NAMESPACES = frozenset({"kueue-system", "kubeflow-system", "gpu-operator", "velero", "rook-ceph",
-                                 "monitoring", "trainyard-system", "nvidia-network-operator", "cert-manager"})
+SITE_NAMESPACES = frozenset({"rook-ceph", "trainyard-system", "nvidia-network-operator", "cert-manager"})
+PLATFORM_NAMESPACES = namespaces() | SITE_NAMESPACES
 RESERVED_NAMESPACES = KUBERNETES_NAMESPACES | PLATFORM_NAMESPACES
 # drill-<namespace> is where the restore drill restores a team namespace (infra/spec/backup.py DRILL_PREFIX).
 RESERVED_PREFIXES = ("kube-", "drill-")

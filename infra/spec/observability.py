@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from infra.components import MONITORING
 from infra.spec import metrics
 from infra.spec.base import Strict, VolumeSize, parse_quantity
 from infra.spec.storage import BLOCK
@@ -31,7 +32,7 @@ LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 GROUP_BY_ALL = "..."
 # The Prometheus pods' service account as kube-prometheus-stack names it (release kube-prometheus-stack):
 # the account the cloud identity that writes to the managed Prometheus is bound to.
-PROMETHEUS_ACCOUNT = ("monitoring", "kube-prometheus-stack-prometheus")
+PROMETHEUS_ACCOUNT = (MONITORING.namespace, "kube-prometheus-stack-prometheus")
 # Cluster kind -> the managed Prometheus the samples reach. GKE's takes no remote write (prometheus-operator
 # 0.93.1's RemoteWriteSpec has no Google authentication either): there Prometheus runs Google's fork, which
 # exports through the Cloud Monitoring API (versions.GMP_PROMETHEUS_IMAGE).

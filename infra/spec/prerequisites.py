@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.components import crd_groups
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
@@ -37,8 +38,8 @@ _CAPABILITY = re.compile(r"^(network-policy|volume-snapshots|autoscaler|spot-int
                          r"workload-identity|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|device:[a-z0-9./_-]+)$")
 VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
 
-# API groups whose CRDs the platform's own charts install (Kueue, Trainer + JobSet, Velero, GPU Operator).
-PLATFORM_CRD_GROUPS = ("kueue.x-k8s.io", "trainer.kubeflow.org", "jobset.x-k8s.io", "velero.io", "nvidia.com")
+# API groups whose CRDs the platform's own charts install (infra/components.py).
+PLATFORM_CRD_GROUPS = crd_groups()
 # Object storage claims on Rook-Ceph (ObjectBucketClaim) come with Rook's CRDs.
 OBC_GROUP = "objectbucket.io"
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from infra.components import VELERO
 from infra.spec.base import DnsLabel, Strict, VolumeSize
 from infra.spec.cron import Cron
 from infra.spec.names import dns1123_subdomain
@@ -31,7 +32,7 @@ DATASETS, CHECKPOINTS, SCRATCH, BLOCK = "datasets", "checkpoints", "scratch", "b
 VELERO_VSC_LABEL = "velero.io/csi-volumesnapshot-class"
 # Service accounts that act as cloud identities (workload identity): Velero's server, under which its node agent
 # also runs, and per team the account its pods read and write the team's dataset bucket as.
-VELERO_NAMESPACE, VELERO_ACCOUNT = "velero", "velero-server"
+VELERO_NAMESPACE, VELERO_ACCOUNT = VELERO.namespace, "velero-server"
 TEAM_DATA_ACCOUNT = "datasets"
 
 

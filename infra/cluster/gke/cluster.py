@@ -20,8 +20,8 @@ from infra.cluster.buckets import cloud_buckets
 from infra.cluster.gke.identity import bucket_identities, node_account
 from infra.cluster.gke.network import gcp_subnet
 from infra.cluster.managed_prometheus import google_managed_prometheus
+from infra.components import COMPONENTS
 from infra.kit.contract import account_key
-from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
@@ -37,11 +37,10 @@ GKE_METADATA = {"mode": "GKE_METADATA"}
 # The CSI drivers of the gcp storage profile's classes (block, checkpoints and scratch, datasets).
 CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver_config", "gcs_fuse_csi_driver_config")
 # The control plane of a cluster with private nodes reaches them on 443 and 10250 only (GKE's own firewall rule).
-# The platform's webhook servers listen on other ports: those its NetworkPolicies let the API server in on.
+# The platform's webhook servers listen on other ports (infra/components.py): the API server must reach them.
 # (The plan's firewall check compares them with the webhook target ports of the rendered charts.)
 GKE_OPEN_PORTS = frozenset({443, 10250})
-WEBHOOK_PORTS = tuple(sorted({port for flow in (*kueue.FLOWS, *trainer.FLOWS) if flow.name == "webhooks"
-                              for port in flow.ports} - GKE_OPEN_PORTS))
+WEBHOOK_PORTS = tuple(sorted({port for component in COMPONENTS for port in component.webhook_ports} - GKE_OPEN_PORTS))
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:

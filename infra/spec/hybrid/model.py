@@ -89,6 +89,11 @@ class Hybrid:
         return tuple(team.name for team in self.clusters[worker].teams)
 
 
+def burst_cohort(cohort: str, worker: str) -> str:
+    """The cohort of the burst queues to a worker on the manager, from the manager's own cohort."""
+    return f"{cohort}-{worker}"
+
+
 def burst_queue(team: str, worker: str) -> str:
     """The ClusterQueue of a team's burst to a worker, on both sides."""
     return f"{team}-{worker}"

@@ -1,0 +1,148 @@
+"""The platform's components, each in one place: its namespace, the API groups of its CRDs (and the directory of
+upstream CRDs that holds them), the ports its webhooks and metrics listen on, the Secrets it owns, the Prometheus
+jobs that scrape it, the capabilities it needs from the cluster (infra/spec/prerequisites.py's vocabulary) and
+where its objects come from (a pinned chart of infra/spec/versions.py, a kustomization inside a vendored archive,
+or Trainyard's own objects).
+
+Pulumi-free and free of the spec: infra/spec (reserved namespaces, the CRD groups the platform provides), the
+cluster layer (firewall ports), the platform's builders, the checks and live verify all read these facts here, so
+each is spelled once. To add a component: one entry below (and in COMPONENTS), one builder module in
+infra/platform, one line in infra/platform/__init__.py build_platform, its tests (docs/architecture.md says how).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.vocabulary import WORKLOADS
+
+
+@dataclass(frozen=True)
+class Helm:
+    """A chart of infra/spec/versions.py: `pin` names the Versions field a stack pins it with ('' = the one
+    platform-wide pin of the table); `release` is the Helm release (the Pulumi Chart resource's name)."""
+
+    release: str
+    chart: str
+    pin: str = ""
+
+
+@dataclass(frozen=True)
+class Kustomize:
+    """A kustomization inside a vendored archive (e.g. Kubeflow Platform's manifests): the archive's file name,
+    its sha256 ('sha256:<hex>') and the kustomization's directory inside it."""
+
+    archive: str
+    digest: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Own:
+    """Objects Trainyard builds itself, in the component's builder module."""
+
+
+Source = Helm | Kustomize | Own
+
+
+@dataclass(frozen=True)
+class Crds:
+    """An API group the component's CRDs define; `directory`: its `<directory>/v<minor>` under --crds
+    (infra/spec/versions.py Versions.crd_dirs), '' when no copy of them is kept there."""
+
+    group: str
+    directory: str = ""
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    builder: str  # its module under infra/platform
+    sources: tuple[Source, ...]
+    namespace: str = ""  # '' when it has none of its own (cluster-scoped objects, team or Kubernetes namespaces)
+    crds: tuple[Crds, ...] = ()
+    webhook_ports: tuple[int, ...] = ()  # where its webhook servers listen (the API server must reach them)
+    metrics_ports: tuple[int, ...] = ()
+    secrets: tuple[str, ...] = ()  # Secrets it owns in its namespace
+    scrape_jobs: tuple[str, ...] = ()  # Prometheus `job` labels of its targets
+    needs: tuple[str, ...] = ()  # capabilities it may need from the cluster (derive_needs says when)
+
+    @property
+    def charts(self) -> tuple[Helm, ...]:
+        return tuple(source for source in self.sources if isinstance(source, Helm))
+
+
+OWN = (Own(),)
+
+# Kueue: controller ports in kueue 0.19.2's Deployment (webhook 9443, metrics 8443; visibility API 8082).
+KUEUE = Component(
+    "kueue", "kueue", (Helm("kueue", "kueue", "kueue"),), "kueue-system",
+    crds=(Crds("kueue.x-k8s.io", "kueue"),), webhook_ports=(9443,), metrics_ports=(8443,),
+    scrape_jobs=("kueue-controller-manager-metrics-service",))
+# JobSet and Kubeflow Trainer: both charts' Deployments serve webhooks on 9443 and metrics on 8443.
+TRAINER = Component(
+    "trainer", "trainer", (Helm("jobset", "jobset", "jobset"), Helm("kubeflow-trainer", "kubeflow-trainer", "trainer")),
+    "kubeflow-system", crds=(Crds("trainer.kubeflow.org", "trainer"), Crds("jobset.x-k8s.io", "jobset")),
+    webhook_ports=(9443,), metrics_ports=(8443,),
+    scrape_jobs=("jobset-metrics-service", "kubeflow-trainer-controller-manager"))
+VELERO = Component(
+    "backup", "backup", (Helm("velero", "velero"),), "velero", crds=(Crds("velero.io", "velero"),),
+    metrics_ports=(8085,), secrets=("velero-credentials",), scrape_jobs=("velero",),
+    needs=("volume-snapshots", "workload-identity"))
+# NVIDIA GPU Operator: the DCGM exporter (9400) and the operator (8080) serve metrics.
+GPU_OPERATOR = Component(
+    "gpu", "gpu", (Helm("gpu-operator", "gpu-operator"),), "gpu-operator", crds=(Crds("nvidia.com"),),
+    metrics_ports=(9400, 8080), scrape_jobs=("nvidia-dcgm-exporter",))
+# The EFA device plugin runs in kube-system (Kubernetes' namespace, not ours).
+FABRIC = Component("fabric", "fabric", (Helm("efa-device-plugin", "aws-efa-k8s-device-plugin"),))
+# kube-prometheus-stack: prometheus-operator's CRDs ship inside the chart (read from the archive).
+_PROMETHEUS_RELEASE = "kube-prometheus-stack"
+MONITORING = Component(
+    "observability", "observability", (Helm(_PROMETHEUS_RELEASE, "kube-prometheus-stack"),), "monitoring",
+    crds=(Crds("monitoring.coreos.com", "monitoring"),),
+    # The operator's default for useExistingSecret (alertmanager-<Alertmanager name>), and Grafana's admin.
+    secrets=(f"alertmanager-{_PROMETHEUS_RELEASE}-alertmanager", "grafana-admin"),
+    scrape_jobs=("apiserver", "kubelet", "kube-state-metrics", "node-exporter"),
+    needs=("workload-identity",))
+TENANCY = Component("tenancy", "tenancy", OWN, needs=("network-policy",))
+STORAGE = Component("storage", "storage", OWN, needs=("volume-snapshots", "crd:objectbucket.io", "workload-identity"))
+ACCESS = Component("access", "rbac", OWN, needs=("group-claims",))
+ADMISSION = Component("admission", "admission", OWN)
+
+COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION)
+
+
+def crd_directories() -> dict[str, str]:
+    """API group -> the directory under --crds of the component whose CRDs define it (those kept there)."""
+    return {crds.group: crds.directory for component in COMPONENTS for crds in component.crds if crds.directory}
+
+
+def crd_groups() -> tuple[str, ...]:
+    """Every API group whose CRDs the platform's components install."""
+    return tuple(crds.group for component in COMPONENTS for crds in component.crds)
+
+
+def namespaces() -> frozenset[str]:
+    """The namespaces the platform's components install into."""
+    return frozenset(component.namespace for component in COMPONENTS if component.namespace)
+
+
+def operator_namespaces() -> tuple[str, ...]:
+    """Where the queueing and training operators run (what live verify checks first)."""
+    return KUEUE.namespace, TRAINER.namespace
+
+
+# --- Kueue's facts that the multi-cluster checks and review read -----------------------------------------
+
+# The job kinds Kueue integrates (its manager configuration's frameworks): integration name -> (API group, resource).
+KUEUE_JOB_KINDS = {f"{WORKLOADS[r].group}/{WORKLOADS[r].kind.lower()}": (WORKLOADS[r].group, r)
+                   for r in ("jobs", "jobsets", "trainjobs")}
+KUEUE_FRAMEWORKS = list(KUEUE_JOB_KINDS)
+MULTIKUEUE_ACCOUNT = "trainyard-multikueue"  # on each worker: who the manager's Kueue is
+# What the manager's MultiKueue client does on a worker with Workloads and each integrated job kind.
+MULTIKUEUE_WRITE = ["create", "update", "patch", "delete", "get", "list", "watch"]
+
+
+def kubeconfig_secret(worker: str) -> str:
+    """The Secret in the manager's Kueue namespace holding the worker's kubeconfig (its key must be `kubeconfig`)."""
+    return f"multikueue-{worker}"
