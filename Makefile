@@ -39,6 +39,7 @@ validate: charts
 
 lint: install
 	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/fetch-manifests scripts/prune-cache
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -14,9 +14,9 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure_native
 
-from infra.cluster import CloudCluster, kubernetes_provider
 from infra.cluster.aks.identity import bucket_identities
 from infra.cluster.aks.network import azure_subnet
+from infra.cluster.base import CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
 from infra.cluster.managed_prometheus import azure_monitor
 from infra.kit.contract import account_key

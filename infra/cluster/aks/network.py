@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_azure_native as azure_native
 
-from infra.cluster import split
+from infra.cluster.base import split
 from infra.spec.cluster import AzureNetwork
 
 

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 
-from infra.cluster import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
+from infra.cluster.base import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
 from infra.cluster.eks.addons import (
     addons,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.cluster import split
+from infra.cluster.base import split
 from infra.spec.cluster import AwsNetwork
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.cluster import cluster_capabilities
+from infra.cluster.base import cluster_capabilities
 from infra.cluster.buckets import cloud_buckets
 from infra.kit.contract import ClusterContract
 from infra.kit.naming import named

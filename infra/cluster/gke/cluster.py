@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.cluster import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
+from infra.cluster.base import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
 from infra.cluster.gke.identity import bucket_identities, node_account
 from infra.cluster.gke.network import gcp_subnet
