@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from infra.kit.contract import ClusterContract, RemoteWrite, WorkloadIdentity
 from infra.kit.naming import named
 from infra.spec import Platform
+from infra.spec.clouds import CLOUDS
 from infra.spec.prerequisites import Provision
 
 # Kubernetes taint effects as the cloud node-pool APIs spell them (EKS and GKE).
@@ -68,19 +69,18 @@ def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig:
     )
 
 
-# Cloud kinds -> (module, component class). The cloud SDKs are large: a stack imports only its own.
-CLOUD_COMPONENTS = {"eks": ("eks.cluster", "EksCluster"), "gke": ("gke.cluster", "GkeCluster"),
-                    "aks": ("aks.cluster", "AksCluster")}
+# Cluster kind -> (module, component class): the one table that picks a kind's cluster code (its facts are in
+# infra/spec/clouds, CLOUDS). The cloud SDKs are large: a stack imports only its own.
+CLOUD_COMPONENTS = {"existing": ("existing.cluster", "ExistingCluster"), "eks": ("eks.cluster", "EksCluster"),
+                    "gke": ("gke.cluster", "GkeCluster"), "aks": ("aks.cluster", "AksCluster")}
 
 
 def build_cluster(platform: Platform, kubeconfig: pulumi.Input[str] | None) -> ClusterContract:
-    """The cluster of a stack; a cloud cluster's kubeconfig comes from the new cluster, not from config."""
+    """The cluster of a stack. A cluster Trainyard creates (a cloud's) gives its own kubeconfig; one that already
+    exists is reached by the stack's."""
     kind = platform.spec.cluster.kind
-    if kind == "existing":
-        from infra.cluster.existing.cluster import ExistingCluster
-
-        return ExistingCluster(named("cluster"), platform, kubeconfig).contract(platform)
     module, component = CLOUD_COMPONENTS[kind]
-    cloud = getattr(importlib.import_module(f"{__name__}.{module}"), component)
-    contract: ClusterContract = cloud(named("cluster"), platform).contract(platform)
+    cluster = getattr(importlib.import_module(f"{__name__}.{module}"), component)
+    reached_by = (kubeconfig,) if CLOUDS[kind].cloud is None else ()
+    contract: ClusterContract = cluster(named("cluster"), platform, *reached_by).contract(platform)
     return contract

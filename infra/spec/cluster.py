@@ -16,25 +16,13 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, PositiveInt, Strict, ipv4_cidr
 from infra.spec.catalog import gpu_model
-from infra.spec.cloud_catalog import Cloud, machine
+from infra.spec.clouds import CLOUDS, machine
+from infra.spec.clouds.aws import aws_region, aws_zone_problem
+from infra.spec.clouds.azure import azure_location, azure_zones
+from infra.spec.clouds.gcp import gcp_region, gcp_zone_problem
 from infra.spec.pools import PoolSpec
 from infra.spec.prerequisites import capability_problem
-from infra.spec.regions import aws_region, aws_zone_problem, azure_location, azure_zones, gcp_region, gcp_zone_problem
 from infra.spec.teams import GroupName
-
-# What a reserved pool's `reservation` is on each cloud (the field each cluster module passes it to): an EC2
-# capacity reservation id (launch template capacityReservationTarget), a Compute Engine reservation name or the
-# path of one shared from another project (GKE reservationAffinity values), and an Azure capacity reservation
-# group's resource id (agent pool capacityReservationGroupID).
-RESERVATION_FORMS: dict[str, tuple[re.Pattern[str], str]] = {
-    "eks": (re.compile(r"^cr-[0-9a-f]{8,17}$"), "an EC2 capacity reservation id such as cr-0123456789abcdef0"),
-    "gke": (re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
-            "a reservation name (lowercase letters, digits and '-', starting with a letter, at most 63) or "
-            "projects/PROJECT/reservations/NAME for one shared from another project"),
-    "aks": (re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
-                       r"capacityReservationGroups/[^/]+$", re.IGNORECASE),
-            "a capacity reservation group id (/subscriptions/.../capacityReservationGroups/NAME)"),
-}
 
 AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
 
@@ -344,13 +332,9 @@ class AksCluster(Strict):
     endpoint: Endpoint = Field(default_factory=_private)
 
     def login_mechanism(self) -> str | None:
-        return None  # always Entra ID (CLOUD_PROVIDES)
+        return None  # always Entra ID (its `provides`, infra/spec/clouds/azure.py)
 
     known_location = field_validator("location")(azure_location)
-
-
-CLOUD_OF: dict[str, Cloud] = {"eks": "aws", "gke": "gcp", "aks": "azure"}
-FABRICS_OF: dict[str, tuple[str, ...]] = {"eks": ("efa",), "gke": (), "aks": ("infiniband",)}
 
 
 class ClusterSpec(Strict):
@@ -362,9 +346,9 @@ class ClusterSpec(Strict):
     @model_validator(mode="after")
     def _exactly_one(self) -> ClusterSpec:
         _exactly_one(self, "cluster kind")
-        for kind, cloud in CLOUD_OF.items():
-            spec = getattr(self, kind)
-            if spec is not None and machine(spec.system_pool.instance_type).cloud != cloud:
+        for kind, facts in CLOUDS.items():
+            spec, cloud = getattr(self, kind), facts.cloud
+            if spec is not None and cloud is not None and machine(spec.system_pool.instance_type).cloud != cloud:
                 raise ValueError(f"{kind}.systemPool.instanceType: {spec.system_pool.instance_type} is not a "
                                  f"{cloud} instance type")
         return self
@@ -433,15 +417,16 @@ class ClusterSpec(Strict):
 
     def _cloud_pool_problems(self, name: str, pool: PoolSpec) -> Iterator[tuple[str, str]]:
         kind, where = self.kind, f"pools.{name}"
+        facts = CLOUDS[kind]
         if pool.machine is None:
             yield (where, f"a {kind} pool names its `instanceType` (GPU model, GPUs, cpu and memory come from it)")
             return
         if pool.nodes is not None:
             yield (f"{where}.nodes", f"{kind} creates the nodes: give `count` or `autoscale` instead of node names")
-        if pool.machine.cloud != CLOUD_OF[kind]:
+        if pool.machine.cloud != facts.cloud:
             yield (f"{where}.instanceType", f"{pool.machine.name} is an {pool.machine.cloud} instance type; this "
-                   f"stack's cluster is {kind} ({CLOUD_OF[kind]})")
-        if pool.fabric != "none" and pool.fabric not in FABRICS_OF[kind]:
+                   f"stack's cluster is {kind} ({facts.cloud})")
+        if pool.fabric != "none" and pool.fabric not in facts.fabrics:
             yield (f"{where}.fabric", f"{kind} pools do not set up {pool.fabric}: use fabric: none")
         if pool.zone is not None and not self._zone_ok(pool.zone):
             yield (f"{where}.zone", f"'{pool.zone}' is not a zone of this cluster ({self._zones_hint()})")
@@ -457,9 +442,10 @@ class ClusterSpec(Strict):
                        "own launch template: set `zone` and fabric: none")
         if pool.compact and pool.zone is None:
             yield (f"{where}.zone", "a compact placement policy needs the pool in one zone: set `zone`")
-        form, words = RESERVATION_FORMS[kind]
-        if pool.reservation is not None and not form.match(pool.reservation):
-            yield (f"{where}.reservation", f"'{pool.reservation}' is not {words}")
+        if pool.reservation is not None and facts.reservation is not None:
+            form, words = facts.reservation
+            if not form.match(pool.reservation):
+                yield (f"{where}.reservation", f"'{pool.reservation}' is not {words}")
         if self.gke is not None:
             zones = 1 if pool.zone else len(self.gke.zones)
             if pool.autoscale is None and pool.node_count % zones:

@@ -23,6 +23,7 @@ from infra.cluster.managed_prometheus import google_managed_prometheus
 from infra.kit.contract import account_key
 from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
+from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
 from infra.spec.observability import PROMETHEUS_ACCOUNT
@@ -39,7 +40,7 @@ CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver
 # The control plane of a cluster with private nodes reaches them on 443 and 10250 only (GKE's own firewall rule).
 # The platform's webhook servers listen on other ports: those its NetworkPolicies let the API server in on.
 # (The plan's firewall check compares them with the webhook target ports of the rendered charts.)
-GKE_OPEN_PORTS = frozenset({443, 10250})
+GKE_OPEN_PORTS = CLOUDS["gke"].control_plane_ports or frozenset()
 WEBHOOK_PORTS = tuple(sorted({port for flow in (*kueue.FLOWS, *trainer.FLOWS) if flow.name == "webhooks"
                               for port in flow.ports} - GKE_OPEN_PORTS))
 

@@ -1,0 +1,35 @@
+"""The clusters Trainyard knows, one module of facts each (aws.py for EKS, gcp.py for GKE, azure.py for AKS,
+existing.py for on-prem and kind), in one registry keyed by the cluster kind (the key under `cluster:`). Every
+fact that differs by cloud is read from here; the code that creates each cluster is in infra/cluster/<kind>/.
+
+To add a cloud: a module here with its FACTS, a line in CLOUDS, its key in infra/spec/cluster.py ClusterSpec, and
+its folder and line in infra/cluster/ (CLOUD_COMPONENTS)."""
+
+from __future__ import annotations
+
+import difflib
+
+from infra.spec.clouds import aws, azure, existing, gcp
+from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine
+
+__all__ = ["CLOUDS", "CLOUD_STORAGE", "MACHINES", "VELERO_PLUGINS", "CloudFacts", "CloudStorage",
+           "IdentityMechanism", "Machine", "machine"]
+
+CLOUDS: dict[str, CloudFacts] = {facts.kind: facts for facts in (existing.FACTS, aws.FACTS, gcp.FACTS, azure.FACTS)}
+
+# The clouds' storage profiles by profile name (aws, gcp, azure).
+CLOUD_STORAGE: dict[str, CloudStorage] = {f.storage.profile: f.storage for f in CLOUDS.values() if f.storage}
+# Velero's object-store plugin image per Velero provider.
+VELERO_PLUGINS: dict[str, str] = {s.velero_provider: s.velero_plugin for s in CLOUD_STORAGE.values()}
+# Every cloud machine by its name (instance type, machine type, VM size).
+MACHINES: dict[str, Machine] = {m.name: m for facts in CLOUDS.values() for m in facts.machines}
+
+
+def machine(name: str) -> Machine:
+    """The catalog entry for an instance type; a ValueError suggests the nearest known names."""
+    if name in MACHINES:
+        return MACHINES[name]
+    near = difflib.get_close_matches(name, MACHINES, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise ValueError(f"instance type '{name}' is not in the catalog: {hint}known types are listed in "
+                     "infra/spec/clouds/<cloud>.py (add a new size there with its published figures)")
