@@ -17,9 +17,9 @@ from pydantic import Field, field_validator
 
 from infra.spec.base import DnsLabel, Strict, VolumeSize
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
-from infra.spec.clouds.aws import AwsStorage
-from infra.spec.clouds.azure import AzureStorage
-from infra.spec.clouds.gcp import GcpStorage
+from infra.spec.clouds.aws import Aws
+from infra.spec.clouds.azure import Azure
+from infra.spec.clouds.gcp import Gcp
 from infra.spec.cron import Cron
 from infra.spec.names import dns1123_subdomain
 from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
@@ -92,9 +92,9 @@ class StorageSpec(Strict):
                                       pattern=r"^[a-z0-9][a-z0-9-]{1,40}$")
     rook_ceph: RookCeph = Field(default_factory=RookCeph, alias="rookCeph")
     nfs: Nfs | None = None
-    aws: AwsStorage = Field(default_factory=AwsStorage)
-    gcp: GcpStorage = Field(default_factory=GcpStorage)
-    azure: AzureStorage = Field(default_factory=AzureStorage)
+    aws: Aws = Field(default_factory=Aws)
+    gcp: Gcp = Field(default_factory=Gcp)
+    azure: Azure = Field(default_factory=Azure)
     volumes: TeamVolumes = Field(default_factory=TeamVolumes)
     teams: dict[DnsLabel, TeamVolumes] = Field(default_factory=dict)  # per-team size overrides
     cleanup: Cleanup = Field(default_factory=Cleanup)

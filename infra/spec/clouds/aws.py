@@ -92,7 +92,8 @@ MACHINES: tuple[Machine, ...] = tuple(replace(m, efa_interfaces=EFA_INTERFACES[m
                                       for m in _SIZES)
 
 
-class AwsStorage(Strict):
+# storage.aws; the class name is the section docs/stack-reference.md shows.
+class Aws(Strict):
     """EFS backs checkpoints (and datasets unless FSx is given); FSx for Lustre backs datasets when set."""
 
     efs_file_system_id: str | None = Field(default=None, alias="efsFileSystemId", pattern=r"^fs-[0-9a-f]+$")
@@ -100,7 +101,7 @@ class AwsStorage(Strict):
     fsx_security_group_ids: list[str] = Field(default_factory=list, alias="fsxSecurityGroupIds")
 
 
-def aws_classes(storage: AwsStorage) -> tuple[list[Klass], list[SnapshotClass]]:
+def aws_classes(storage: Aws) -> tuple[list[Klass], list[SnapshotClass]]:
     ebs, efs = "ebs.csi.aws.com", "efs.csi.aws.com"
     # Without a fileSystemId the storage component creates the file system and fills it in.
     access_point = {"provisioningMode": "efs-ap", "directoryPerms": "700",

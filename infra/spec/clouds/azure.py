@@ -67,7 +67,8 @@ MACHINES = (
 )
 
 
-class AzureStorage(Strict):
+# storage.azure; the class name is the section docs/stack-reference.md shows.
+class Azure(Strict):
     resource_group: str | None = Field(default=None, alias="resourceGroup")
 
 

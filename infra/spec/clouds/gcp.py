@@ -76,13 +76,14 @@ MACHINES = (
 )
 
 
-class GcpStorage(Strict):
+# storage.gcp; the class name is the section docs/stack-reference.md shows.
+class Gcp(Strict):
     network: str = "default"
     filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
                                                                                    alias="filestoreTier")
 
 
-def gcp_classes(storage: GcpStorage) -> tuple[list[Klass], list[SnapshotClass]]:
+def gcp_classes(storage: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
     pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
     shared = {"tier": storage.filestore_tier, "network": storage.network}
     return (
