@@ -16,9 +16,9 @@ import pulumi_azure_native as azure_native
 
 from infra.cluster import CloudCluster, kubernetes_provider
 from infra.cluster.aks.identity import bucket_identities
+from infra.cluster.aks.managed_prometheus import azure_monitor
 from infra.cluster.aks.network import azure_subnet
 from infra.cluster.buckets import cloud_buckets
-from infra.cluster.managed_prometheus import azure_monitor
 from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
 from infra.spec.cluster import AKS_SERVICE_CIDR, GpuStack, aks_gpu_instance_profile, aks_pool_name

@@ -18,8 +18,8 @@ import pulumi_gcp as gcp
 from infra.cluster import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
 from infra.cluster.gke.identity import bucket_identities, node_account
+from infra.cluster.gke.managed_prometheus import google_managed_prometheus
 from infra.cluster.gke.network import gcp_subnet
-from infra.cluster.managed_prometheus import google_managed_prometheus
 from infra.kit.contract import account_key
 from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
