@@ -24,7 +24,7 @@ from infra.kit.contract import account_key
 from infra.platform import kueue, trainer
 from infra.spec import Flavor, Platform
 from infra.spec.clouds import CLOUDS
-from infra.spec.cluster import GkeCluster as GkeSpec
+from infra.spec.clouds.gcp import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec

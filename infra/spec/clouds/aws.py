@@ -1,5 +1,5 @@
-"""AWS (EKS): regions and zones, instance types, the aws storage profile, login, identity and what the EKS
-cluster layer (infra/cluster/eks/) provides.
+"""AWS (EKS): the cluster.eks section (network, login), regions and zones, instance types, the aws storage profile,
+login, identity and what the EKS cluster layer (infra/cluster/eks/) provides.
 
 Regions: "Regions and Availability Zones" (docs.aws.amazon.com/global-infrastructure/latest/regions/
 aws-regions.html) and `aws ec2 describe-availability-zones`, as of 2025; add a row when AWS opens a region. Zone
@@ -13,15 +13,18 @@ interfaces on the size.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from infra.spec.base import Strict
+from infra.spec.base import DnsLabel, Strict, ipv4_cidr
+from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
 from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+from infra.spec.teams import GroupName
 from infra.spec.versions import VELERO_PLUGIN
 
 WHERE = "infra/spec/clouds/aws.py"
@@ -120,6 +123,109 @@ def aws_classes(storage: Aws) -> tuple[list[Klass], list[SnapshotClass]]:
          Klass(SCRATCH, efs, access_point, "Delete", snapshots=False)],
         [SnapshotClass("ebs", ebs)],
     )
+
+
+class EksOidc(Strict):
+    """The identity provider whose ID tokens log people in (one per EKS cluster); groups come from
+    `groupsClaim` and get identity.groupPrefix, as the RoleBindings expect."""
+
+    issuer_url: str = Field(alias="issuerUrl", pattern=r"^https://\S+$")
+    client_id: str = Field(alias="clientId", min_length=1)
+    groups_claim: str = Field(default="groups", alias="groupsClaim", min_length=1)
+    username_claim: str = Field(default="email", alias="usernameClaim", min_length=1)
+
+
+class EksLogin(Strict):
+    """How people log in: an OIDC identity provider, and/or access entries mapping IAM roles (e.g. IAM Identity
+    Center permission-set roles) to groups."""
+
+    oidc: EksOidc | None = None
+    access_entries: dict[str, list[GroupName]] = Field(default_factory=dict, alias="accessEntries")
+
+    @field_validator("access_entries")
+    @classmethod
+    def _roles(cls, entries: dict[str, list[str]]) -> dict[str, list[str]]:
+        for arn, groups in entries.items():
+            if not re.match(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$", arn):
+                raise ValueError(f"'{arn}' is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
+            if not groups:
+                raise ValueError(f"{arn}: list the groups the role logs in as")
+        return entries
+
+
+class AwsNewNetwork(Strict):
+    """A VPC with one private (nodes, behind a NAT gateway) and one public subnet per zone."""
+
+    cidr: str = Field(default="10.0.0.0/16")
+    zones: list[str] = Field(min_length=2)
+
+    valid_cidr = field_validator("cidr")(ipv4_cidr)
+
+    @model_validator(mode="after")
+    def _room(self) -> AwsNewNetwork:
+        if ipaddress.IPv4Network(self.cidr).prefixlen > 20:
+            raise ValueError("cidr: use a /20 or larger VPC: it is split into two subnets per zone")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError("zones: a zone is listed twice")
+        return self
+
+
+class AwsExistingNetwork(Strict):
+    """A VPC and subnets that already exist, by id; private subnets per zone hold the nodes."""
+
+    vpc_id: str = Field(alias="vpcId", pattern=r"^vpc-[0-9a-f]+$")
+    private_subnets: dict[str, str] = Field(alias="privateSubnets", min_length=2)
+    public_subnets: dict[str, str] = Field(default_factory=dict, alias="publicSubnets")
+
+    @field_validator("private_subnets", "public_subnets")
+    @classmethod
+    def _subnet_ids(cls, subnets: dict[str, str]) -> dict[str, str]:
+        for zone, subnet in subnets.items():
+            if not subnet.startswith("subnet-"):
+                raise ValueError(f"{zone}: '{subnet}' is not a subnet id (subnet-...)")
+        return subnets
+
+
+class AwsNetwork(Strict):
+    create: AwsNewNetwork | None = None
+    existing: AwsExistingNetwork | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> AwsNetwork:
+        exactly_one(self, "network")
+        return self
+
+    @property
+    def zones(self) -> list[str]:
+        if self.create is not None:
+            return list(self.create.zones)
+        return list(self.existing.private_subnets) if self.existing is not None else []
+
+
+class EksCluster(Strict):
+    name: DnsLabel | None = None
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
+    network: AwsNetwork
+    system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="m7i.xlarge"),
+                                    alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=private)
+    login: EksLogin = Field(default_factory=EksLogin)
+
+    def login_mechanism(self) -> str | None:
+        ways = ([f"OIDC identity provider {self.login.oidc.issuer_url}"] if self.login.oidc else []) + \
+               ([f"{len(self.login.access_entries)} access entries"] if self.login.access_entries else [])
+        return f"EKS {' and '.join(ways)}" if ways else None
+
+    known_region = field_validator("region")(aws_region)
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> EksCluster:
+        where = "network.create.zones" if self.network.create is not None else "network.existing.privateSubnets"
+        for zone in self.network.zones:
+            problem = aws_zone_problem(self.region, zone)
+            if problem:
+                raise ValueError(f"{where}: {problem}")
+        return self
 
 
 FACTS = CloudFacts(

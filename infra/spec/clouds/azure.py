@@ -1,5 +1,5 @@
-"""Azure (AKS): locations and zones, VM sizes, the azure storage profile, login, identity and what the AKS
-cluster layer (infra/cluster/aks/) provides.
+"""Azure (AKS): the cluster.aks section (network, agent pool names, MIG profiles), locations and zones, VM sizes, the
+azure storage profile, login, identity and what the AKS cluster layer (infra/cluster/aks/) provides.
 
 Locations: `az account list-locations` and "Azure regions with availability zones"
 (learn.microsoft.com/azure/reliability/availability-zones-region-support), as of 2025; AKS zones are 1, 2 and 3
@@ -10,18 +10,24 @@ the ND (RDMA) sizes.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from infra.spec.base import Strict
+from infra.spec.base import DnsLabel, Strict, ipv4_cidr
+from infra.spec.catalog import gpu_model
+from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, catalog_check, sizes
 from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
 
 # Azure locations; True where the location has availability zones (AKS zones 1, 2, 3).
+if TYPE_CHECKING:
+    from infra.spec.pools import PoolSpec
+
 AZURE_LOCATIONS: Mapping[str, bool] = {
     "eastus": True, "eastus2": True, "centralus": True, "southcentralus": True, "westus2": True, "westus3": True,
     "westus": False, "northcentralus": False, "westcentralus": False,
@@ -88,6 +94,76 @@ def azure_classes() -> tuple[list[Klass], list[SnapshotClass]]:
 def _account(inputs: Mapping[str, Any]) -> str:
     # system:serviceaccount:NS:SA
     return "/".join(str(inputs.get("subject", "")).split(":")[2:4])
+
+
+AKS_SERVICE_CIDR = "172.16.0.0/16"  # kept clear of the VNet: AKS' own default (10.0.0.0/16) is a common VNet range
+
+
+class AzureNewNetwork(Strict):
+    """A VNet with one node subnet; pods use Azure CNI overlay addresses outside the VNet."""
+
+    cidr: str = "10.20.0.0/16"
+
+    valid_cidr = field_validator("cidr")(ipv4_cidr)
+
+    @model_validator(mode="after")
+    def _clear_of_services(self) -> AzureNewNetwork:
+        if ipaddress.IPv4Network(self.cidr).overlaps(ipaddress.IPv4Network(AKS_SERVICE_CIDR)):
+            raise ValueError(f"cidr overlaps the cluster's service range {AKS_SERVICE_CIDR}: choose another range")
+        return self
+
+
+class AzureExistingNetwork(Strict):
+    subnet_id: str = Field(alias="subnetId", pattern=r"^/subscriptions/.+/subnets/[^/]+$")
+
+
+class AzureNetwork(Strict):
+    create: AzureNewNetwork | None = None
+    existing: AzureExistingNetwork | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> AzureNetwork:
+        exactly_one(self, "network")
+        return self
+
+
+class AksCluster(Strict):
+    name: DnsLabel | None = None
+    location: str = Field(pattern=r"^[a-z0-9]+$")
+    resource_group: str = Field(alias="resourceGroup", pattern=r"^[-\w.()]{1,90}$")
+    create_resource_group: bool = Field(default=True, alias="createResourceGroup")
+    network: AzureNetwork = Field(default_factory=lambda: AzureNetwork(create=AzureNewNetwork()))
+    # `cloud`: AKS installs the driver and container runtime; `operator`: AKS skips it, the operator installs it.
+    gpu_driver: Literal["cloud", "operator"] = Field(default="cloud", alias="gpuDriver")
+    system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="Standard_D4s_v5"),
+                                    alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=private)
+
+    def login_mechanism(self) -> str | None:
+        return None  # always Entra ID (its `provides`, infra/spec/clouds/azure.py)
+
+    known_location = field_validator("location")(azure_location)
+
+
+def aks_pool_name(pool: str) -> str:
+    """AKS agent pool names: Linux pools take at most 12 lowercase letters and digits."""
+    return "".join(ch for ch in pool if ch.isalnum())[:12]
+
+
+def aks_mig_profiles(gpu: str) -> list[str]:
+    """The MIG profiles AKS can set on a GPU model: per slice count, the one with the least memory (listed
+    first), so 1g.20gb on an 80GB A100 has no AKS equivalent."""
+    firsts: dict[str, str] = {}
+    for profile in gpu_model(gpu).mig_profiles:
+        firsts.setdefault(profile.split("g.")[0], profile)
+    return list(firsts.values())
+
+
+def aks_gpu_instance_profile(pool: PoolSpec) -> str | None:
+    """AKS' gpuInstanceProfile (MIG1g ... MIG7g) for a MIG pool, or None when AKS cannot set its profile."""
+    if pool.mig is None or pool.gpu is None or pool.mig.profile not in aks_mig_profiles(pool.gpu):
+        return None
+    return f"MIG{pool.mig.profile.split('g.')[0]}g"
 
 
 FACTS = CloudFacts(

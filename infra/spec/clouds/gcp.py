@@ -1,5 +1,5 @@
-"""Google Cloud (GKE): regions and zones, machine types, the gcp storage profile, login, identity, the control
-plane's firewall and what the GKE cluster layer (infra/cluster/gke/) provides.
+"""Google Cloud (GKE): the cluster.gke section (network, login), regions and zones, machine types, the gcp storage
+profile, login, identity, the control plane's firewall and what the GKE cluster layer (infra/cluster/gke/) provides.
 
 Regions: "Regions and zones" (cloud.google.com/compute/docs/regions-zones), zone suffixes per region, as of 2025.
 Machine types: the published sizes (memory in GiB: Google's "GB" are GiB) and the GKE accelerator tables
@@ -8,13 +8,15 @@ Machine types: the published sizes (memory in GiB: Google's "GB" are GiB) and th
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
-from infra.spec.base import Strict
+from infra.spec.base import DnsLabel, Strict, ipv4_cidr
+from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, catalog_check, sizes
 from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
@@ -102,6 +104,78 @@ def _account(inputs: Mapping[str, Any]) -> str:
     # principal://iam.googleapis.com/projects/N/locations/global/workloadIdentityPools/P.svc.id.goog/subject/ns/NS/sa/SA
     _, _, subject = str(inputs.get("member", "")).partition("/subject/ns/")
     return "/".join(subject.split("/sa/", 1))
+
+
+class GkeLogin(Strict):
+    """Google Groups for RBAC: the team groups are members of this group (gke-security-groups@<domain>)."""
+
+    security_group: str = Field(alias="securityGroup", pattern=r"^gke-security-groups@[a-z0-9.-]+\.[a-z]+$")
+
+
+class GcpNewNetwork(Strict):
+    """A VPC with one subnetwork (nodes) and its secondary ranges for pods and services, plus Cloud NAT."""
+
+    nodes: str = "10.0.0.0/20"
+    pods: str = "10.4.0.0/14"
+    services: str = "10.8.0.0/20"
+
+    valid_cidrs = field_validator("nodes", "pods", "services")(ipv4_cidr)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> GcpNewNetwork:
+        ranges = {name: ipaddress.IPv4Network(getattr(self, name)) for name in ("nodes", "pods", "services")}
+        for a, b in (("nodes", "pods"), ("nodes", "services"), ("pods", "services")):
+            if ranges[a].overlaps(ranges[b]):
+                raise ValueError(f"{a} and {b} ranges overlap: give disjoint CIDRs")
+        return self
+
+
+class GcpExistingNetwork(Strict):
+    network: str = Field(min_length=1)
+    subnetwork: str = Field(min_length=1)
+    pods_range: str = Field(alias="podsRange", min_length=1)  # secondary range names on the subnetwork
+    services_range: str = Field(alias="servicesRange", min_length=1)
+
+
+class GcpNetwork(Strict):
+    create: GcpNewNetwork | None = None
+    existing: GcpExistingNetwork | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> GcpNetwork:
+        exactly_one(self, "network")
+        return self
+
+
+class GkeCluster(Strict):
+    name: DnsLabel | None = None
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
+    zones: list[str] = Field(min_length=1)  # where the cluster's pools run unless a pool names its zone
+    network: GcpNetwork = Field(default_factory=lambda: GcpNetwork(create=GcpNewNetwork()))
+    # `cloud`: GKE installs the driver and runs its device plugin (time-sharing, MPS, MIG partitions, DCGM
+    # metrics); `operator`: Ubuntu nodes, GKE's driver and device plugin off, the NVIDIA GPU Operator does it all.
+    gpu_driver: Literal["cloud", "operator"] = Field(default="cloud", alias="gpuDriver")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(default="REGULAR", alias="releaseChannel")
+    system_pool: SystemPool = Field(default_factory=lambda: SystemPool(instance_type="n2-standard-4"),
+                                    alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=private)
+    login: GkeLogin | None = None
+
+    def login_mechanism(self) -> str | None:
+        return f"Google Groups for RBAC ({self.login.security_group})" if self.login else None
+
+    known_region = field_validator("region")(gcp_region)
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> GkeCluster:
+        for zone in self.zones:
+            problem = gcp_zone_problem(self.region, zone)
+            if problem:
+                raise ValueError(f"zones: {problem}")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError("zones: a zone is listed twice")
+        return self
 
 
 FACTS = CloudFacts(
