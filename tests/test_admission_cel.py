@@ -12,7 +12,7 @@ import pytest
 from celpy import celtypes
 
 from infra.platform.admission import fabric_runtimes, image_pinned_cel, policies
-from infra.spec.cloud_catalog import EFA_RESOURCE
+from infra.spec.clouds.aws import EFA_RESOURCE
 from infra.spec.pins import unpinned_image
 from infra.vocabulary import asks_gpu, gpu_request_cel, is_gpu_resource
 from tests.cel import denials

@@ -12,7 +12,8 @@ from infra.kit.paths import DOCS, ROOT
 
 ARCHITECTURE = DOCS / "architecture.md"
 KINDS = ("command", "check", "component", "cloud", "runtime", "policy", "stack field")
-PATH = re.compile(r"(?<![\w./-])((?:infra|policies|tests|scripts|benchmarks|runtimes|examples|stacks|docs)/[A-Za-z0-9_./<>*-]*)")
+TOP = "infra|policies|tests|scripts|benchmarks|runtimes|examples|stacks|docs"
+PATH = re.compile(rf"(?<![\w./-])((?:{TOP})/[A-Za-z0-9_./<>*-]*)")
 HAND_WRITTEN = sorted({*DOCS.glob("*.md"), ROOT / "README.md", ROOT / "policies" / "README.md",
                        ROOT / "runtimes" / "README.md", ROOT / "examples" / "README.md"}
                       - {DOCS / "stack-reference.md", DOCS / "checks.md", DOCS / "access-matrix.md"})

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infra.spec.catalog import GPU_MODELS
-from infra.spec.cloud_catalog import MACHINES
+from infra.spec.clouds import MACHINES
 from infra.spec.cluster import ClusterSpec
 from tests.test_cloud_common import refused
 

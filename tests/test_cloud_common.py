@@ -14,7 +14,7 @@ import pytest
 from infra.commands import main
 from infra.offline.engine import Capture, Registration
 from infra.spec import Platform, validate
-from infra.spec.cloud_catalog import MACHINES
+from infra.spec.clouds import MACHINES
 from tests.conftest import capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run

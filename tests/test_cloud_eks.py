@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from infra.spec.cloud_catalog import EFA_INTERFACES, MACHINES
+from infra.spec.clouds import MACHINES
+from infra.spec.clouds.aws import EFA_INTERFACES
 from infra.spec.pools import GPU_RESOURCE
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
 from tests.conftest import capture_of, platform_of

@@ -7,7 +7,7 @@ from typing import Any
 
 from infra.live.verify import expectations, verify
 from infra.platform.observability import scrape_jobs
-from infra.spec.cloud_catalog import EFA_RESOURCE
+from infra.spec.clouds.aws import EFA_RESOURCE
 from tests.conftest import platform_of
 
 

@@ -15,9 +15,9 @@ from typing import Any
 from infra import vocabulary
 from infra.checks.context import Context
 from infra.spec import Finding
+from infra.spec.clouds import CLOUDS
 
 CHECK = "firewall"
-GKE_OPEN_PORTS = frozenset({443, 10250})  # GKE's rule from the control plane to private nodes
 FIREWALL = "gcp:compute/firewall:Firewall"
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 SERVER_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
@@ -82,9 +82,10 @@ def _opened(rules: Iterable[Mapping[str, Any]]) -> set[int]:
 
 
 def check_webhook_firewall(ctx: Context) -> list[Finding]:
-    if ctx.platform.spec.cluster.kind != "gke":
+    open_ports = CLOUDS[ctx.platform.spec.cluster.kind].control_plane_ports
+    if open_ports is None:  # no firewall between the control plane and the nodes
         return []
-    opened = GKE_OPEN_PORTS | _opened(r.inputs for r in ctx.capture.resources if r.type == FIREWALL)
+    opened = open_ports | _opened(r.inputs for r in ctx.capture.resources if r.type == FIREWALL)
     findings = []
     for port, webhooks in sorted(webhook_ports(ctx.objects()).items(), key=lambda item: item[0] or 0):
         shown = f"{len(webhooks)} webhook(s) of " + ", ".join(sorted({name.split("/")[0] for name in webhooks}))

@@ -20,9 +20,10 @@ from typing import Any
 from infra.checks.context import StackContext
 from infra.offline.images import object_images
 from infra.spec import Finding, Platform
+from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.hybrid.burst_data import KINDS, ManagerStore, WorkerData, place
 from infra.spec.policy import allowed
-from infra.spec.storage import CLOUD_PROFILES, TEAM_DATA_ACCOUNT
+from infra.spec.storage import TEAM_DATA_ACCOUNT
 
 CHECK = "burst-data"
 
@@ -56,7 +57,7 @@ def location_findings(name: str, data: WorkerData, manager: Platform, worker: Pl
                           f"{side.storage.profile} makes none): use a location with object storage")
                          for team in teams if place(data, kind, team, manager, worker).uri is None]
     findings = [Finding(CHECK, f"{name}: {field}", message) for field, message in problems]
-    if "worker" in (data.datasets, data.checkpoints) and worker.storage.profile in CLOUD_PROFILES:
+    if "worker" in (data.datasets, data.checkpoints) and worker.storage.profile in CLOUD_STORAGE:
         findings += [Finding(CHECK, f"{name}: teams.{team}.objectStorage", f"burst data goes to the team's "
                              f"{worker.storage.profile} bucket, but the team declares no egress destination, and its "
                              "namespaces deny all other egress: add the object store's address ranges",

@@ -9,51 +9,17 @@ bucket with no identity at all (and a GCS FUSE volume would not mount).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra import vocabulary
 from infra.checks.context import Context
 from infra.spec import Finding
-from infra.spec.storage import CLOUD_PROFILES, TEAM_DATA_ACCOUNT
+from infra.spec.clouds import CLOUD_STORAGE, CLOUDS, IdentityMechanism
+from infra.spec.storage import TEAM_DATA_ACCOUNT
 
 CHECK = "identity"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
-
-
-def _gke_account(inputs: Mapping[str, Any]) -> str:
-    # principal://iam.googleapis.com/projects/N/locations/global/workloadIdentityPools/P.svc.id.goog/subject/ns/NS/sa/SA
-    _, _, subject = str(inputs.get("member", "")).partition("/subject/ns/")
-    return "/".join(subject.split("/sa/", 1))
-
-
-def _aks_account(inputs: Mapping[str, Any]) -> str:
-    # system:serviceaccount:NS:SA
-    return "/".join(str(inputs.get("subject", "")).split(":")[2:4])
-
-
-@dataclass(frozen=True)
-class Mechanism:
-    """How a cloud lets a Kubernetes service account act as a cloud identity (the upstream rules, stated here
-    apart from the cluster layer that applies them)."""
-
-    binding: str  # the resource type that grants a Kubernetes service account the bucket
-    account: Callable[[Mapping[str, Any]], str]  # its inputs -> "namespace/name" of the account
-    account_annotations: tuple[str, ...] = ()  # what the ServiceAccount must carry
-    pod_labels: Mapping[str, str] = field(default_factory=dict)  # what its pods must carry
-
-
-MECHANISMS: dict[str, Mechanism] = {
-    # EKS Pod Identity: the association names the account; nothing on the account or the pods.
-    "eks": Mechanism("aws:eks/podIdentityAssociation:PodIdentityAssociation",
-                     lambda inputs: f"{inputs.get('namespace')}/{inputs.get('serviceAccount')}"),
-    # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
-    "gke": Mechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _gke_account),
-    # Entra Workload ID: the webhook reads the client id from the account and mutates labelled pods only.
-    "aks": Mechanism("azure-native:managedidentity:FederatedIdentityCredential", _aks_account,
-                     ("azure.workload.identity/client-id",), {"azure.workload.identity/use": "true"}),
-}
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -90,7 +56,7 @@ def workload_findings(objects: Iterable[Mapping[str, Any]], team_namespaces: Ite
     return findings
 
 
-def account_findings(ctx: Context, mechanism: Mechanism | None, namespaces: Iterable[str]) -> list[Finding]:
+def account_findings(ctx: Context, mechanism: IdentityMechanism | None, namespaces: Iterable[str]) -> list[Finding]:
     """The team data account in every team namespace; on cloud storage bound to the bucket, as its cloud needs."""
     accounts = {obj["metadata"].get("namespace"): obj for obj in ctx.objects()
                 if obj.get("kind") == "ServiceAccount" and obj["metadata"].get("name") == TEAM_DATA_ACCOUNT}
@@ -122,7 +88,7 @@ def account_findings(ctx: Context, mechanism: Mechanism | None, namespaces: Iter
 def check_team_data_identity(ctx: Context) -> list[Finding]:
     platform = ctx.platform
     namespaces = [ns for team in platform.teams for ns in team.namespaces]
-    cloud = platform.storage.profile in CLOUD_PROFILES and bool(platform.storage.buckets)
-    mechanism = MECHANISMS.get(platform.spec.cluster.kind) if cloud else None
+    cloud = platform.storage.profile in CLOUD_STORAGE and bool(platform.storage.buckets)
+    mechanism = CLOUDS[platform.spec.cluster.kind].workload_identity if cloud else None
     return [*account_findings(ctx, mechanism, namespaces),
             *workload_findings(ctx.objects(), namespaces, mechanism.pod_labels if mechanism else {})]

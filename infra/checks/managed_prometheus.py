@@ -59,7 +59,7 @@ def managed_prometheus_findings(platform: Platform, capture: Capture,
         if not bound:
             findings.append(Finding(CHECK, account, f"may act as no Google service account (no {IMPERSONATE[1]} "
                                     f"for {member}): Prometheus' exports would be refused: bind it in the cluster "
-                                    "layer (infra/cluster/managed_prometheus.py)"))
+                                    "layer (infra/cluster/gke/managed_prometheus.py)"))
             continue
         email = _account(objects, namespace, name).get("metadata", {}).get("annotations", {}).get(
             ACCOUNT_ANNOTATION)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from infra.spec import Finding, Platform
+from infra.spec.clouds import CLOUDS
 from infra.spec.prerequisites import SNAPSHOT_GROUP
 
 # DaemonSet name -> the NetworkPolicy engine it is (for `aws-node`, only with its policy agent container).
@@ -21,10 +22,8 @@ POLICY_ENGINES = {
     "kindnet": "kindnet (kind >= 0.24)", "azure-npm": "Azure network policy manager",
 }
 AWS_POLICY_AGENT = "aws-network-policy-agent"
-# Where each kind runs the snapshot controller and the autoscaler as pods we can see (GKE runs both in its
-# control plane; AKS runs the autoscaler there).
-SNAPSHOT_CONTROLLER_IN_CLUSTER = ("eks", "aks", "existing")
-AUTOSCALER_IN_CLUSTER = ("eks", "existing")
+# Each kind's snapshot controller and autoscaler run as pods we can see unless its control plane runs them
+# (CloudFacts.snapshot_controller_in_cluster, autoscaler_in_cluster).
 AUTOSCALERS = ("cluster-autoscaler", "karpenter")
 TERMINATION_HANDLER = "aws-node-termination-handler"
 
@@ -86,9 +85,9 @@ def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> li
     if "volume-snapshots" in needed:
         if SNAPSHOT_GROUP not in groups:
             missing("volume-snapshots", f"the {SNAPSHOT_GROUP} CRDs are not served")
-        elif kind in SNAPSHOT_CONTROLLER_IN_CLUSTER and not _system_workload(cluster, ("snapshot-controller",)):
+        elif CLOUDS[kind].snapshot_controller_in_cluster and not _system_workload(cluster, ("snapshot-controller",)):
             missing("volume-snapshots", "no snapshot-controller is available in kube-system")
-    if "autoscaler" in needed and kind in AUTOSCALER_IN_CLUSTER and not _system_workload(cluster, AUTOSCALERS):
+    if "autoscaler" in needed and CLOUDS[kind].autoscaler_in_cluster and not _system_workload(cluster, AUTOSCALERS):
         missing("autoscaler", "no cluster-autoscaler or Karpenter is available in kube-system: the pool never grows")
     if "spot-interruption" in needed and kind == "eks" and not _system_workload(cluster, (TERMINATION_HANDLER,)):
         missing("spot-interruption", f"{TERMINATION_HANDLER} is not running in kube-system")

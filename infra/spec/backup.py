@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, Strict
+from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.cron import Cron
 from infra.spec.storage import StorageFacts, storage_of
 
@@ -163,7 +164,9 @@ def max_backup_age_hours(drill: Drill, tier_cron: str) -> int:
     return interval + max(1, interval // 4)
 
 
-PROVIDER_FOR_PROFILE = {"rook-ceph": "aws", "nfs": "aws", "aws": "aws", "gcp": "gcp", "azure": "azure"}
+# On-prem profiles' object stores speak S3: Velero's aws provider.
+PROVIDER_FOR_PROFILE = {"rook-ceph": "aws", "nfs": "aws",
+                        **{profile: cloud.velero_provider for profile, cloud in CLOUD_STORAGE.items()}}
 
 
 def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,

@@ -1,7 +1,7 @@
 """GPU models Trainyard knows: the name a stack uses, the label GPU Feature Discovery sets, memory, and the
 MIG profiles each model can be split into (with how many instances of one profile fit on one GPU).
 
-Cloud instance types map onto these models in cloud_catalog; on-prem pools name the model directly.
+Cloud instance types map onto these models in infra/spec/clouds; on-prem pools name the model directly.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from pydantic import Field, field_validator
 from infra.components import MONITORING
 from infra.spec import metrics
 from infra.spec.base import Strict, VolumeSize, parse_quantity
+from infra.spec.clouds import CLOUDS
+from infra.spec.clouds.gcp import GOOGLE_MANAGED_PROMETHEUS
 from infra.spec.storage import BLOCK
 
 Severity = Literal["critical", "warning", "info"]
@@ -36,8 +38,8 @@ PROMETHEUS_ACCOUNT = (MONITORING.namespace, "kube-prometheus-stack-prometheus")
 # Cluster kind -> the managed Prometheus the samples reach. GKE's takes no remote write (prometheus-operator
 # 0.93.1's RemoteWriteSpec has no Google authentication either): there Prometheus runs Google's fork, which
 # exports through the Cloud Monitoring API (versions.GMP_PROMETHEUS_IMAGE).
-GOOGLE = "google-managed-prometheus"
-MANAGED = {"eks": "amazon-managed-prometheus", "gke": GOOGLE, "aks": "azure-monitor"}
+GOOGLE = GOOGLE_MANAGED_PROMETHEUS
+MANAGED = {kind: facts.managed_prometheus for kind, facts in CLOUDS.items() if facts.managed_prometheus}
 
 
 class Alerting(Strict):
@@ -100,7 +102,9 @@ def check_managed_prometheus(spec: ObservabilitySpec, cluster_kind: str) -> None
         raise ValueError(f"{where}: true needs observability.enabled (the in-cluster Prometheus sends the samples): "
                          "enable observability or remove managedPrometheus")
     if cluster_kind not in MANAGED:
-        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus (eks, gke or aks), not an "
+        kinds = list(MANAGED)
+        raise ValueError(f"{where}: true needs a cloud cluster with a managed Prometheus "
+                         f"({', '.join(kinds[:-1])} or {kinds[-1]}), not an "
                          f"{cluster_kind} cluster (on-prem or laptop): remove managedPrometheus")
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
+from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import ClusterSpec
 from infra.spec.frontdoor import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
@@ -130,20 +130,14 @@ class PlatformSpec(Strict):
                          (oidc.issuer_url, oidc.groups_claim) if oidc is not None else None)
 
 
-# The form of a group as each cloud's login hands it to the API server; a binding to a name of another form is
-# never used. EKS (OIDC claims, access entries) and existing clusters name groups as their provider does.
-GROUP_FORMS = {
-    "gke": (re.compile(r"^[^@\s]+@[A-Za-z0-9.-]+\.[A-Za-z]+$"),
-            "a Google group's email address (Google Groups for RBAC), e.g. ml-eng@example.com"),
-    "aks": (re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
-            "an Entra ID group's object id in lowercase, e.g. 6f1e2d3c-4b5a-4987-8a6b-5c4d3e2f1a0b"),
-}
-
-
 def _check_group_forms(kind: str, identity: Identity, teams: dict[str, TeamSpec]) -> None:
-    if kind not in GROUP_FORMS:
+    """The form of a group as the cloud's login hands it to the API server (CloudFacts.group_form); a binding to a
+    name of another form is never used. EKS (OIDC claims, access entries) and existing clusters name groups as
+    their provider does."""
+    group_form = CLOUDS[kind].group_form
+    if group_form is None:
         return
-    pattern, form = GROUP_FORMS[kind]
+    pattern, form = group_form
     if identity.group_prefix:
         raise ValueError(f"identity.groupPrefix: '{identity.group_prefix}' would be put before every group, but "
                          f"{kind}'s login gives groups without a prefix: set it to ''")

@@ -2,7 +2,7 @@
 
 An on-prem pool names its GPU model, GPUs per node, cpu and memory, and lists its nodes. A cloud pool names
 an `instanceType` instead: the GPU model, GPUs per node, cpu, memory and fabric are filled in from
-cloud_catalog, so they are never typed twice, and it gives a fixed `count` or an `autoscale` range.
+infra/spec/clouds, so they are never typed twice, and it gives a fixed `count` or an `autoscale` range.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from infra.spec.base import (
     parse_quantity,
 )
 from infra.spec.catalog import gpu_model
-from infra.spec.cloud_catalog import EFA_RESOURCE, MACHINES, Machine, machine
+from infra.spec.clouds import MACHINES, Machine, machine
+from infra.spec.clouds.aws import EFA_RESOURCE
 
 POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",

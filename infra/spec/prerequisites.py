@@ -16,9 +16,9 @@ A need names a capability in a small vocabulary:
 | `link:<network>` | a worker of a multi-cluster stack: the path (vpn, interconnect, public) a burst connection takes |
 | `secret:<name>` | a worker: a Secret the site creates in each bursting team namespace (MultiKueue copies none) |
 
-A cloud cluster provides by the mechanisms the cluster layer configures (CLOUD_PROVIDES); an existing cluster
-(on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform provides what
-its own charts install. A need that nothing provides is a plan finding.
+A cloud cluster provides by the mechanisms the cluster layer configures (`provides` in infra/spec/clouds); an
+existing cluster (on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform
+provides what its own charts install. A need that nothing provides is a plan finding.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from infra.components import crd_groups
+from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
@@ -46,12 +47,8 @@ SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 
 By = Literal["cluster", "site", "platform"]
 
-# What observability.managedPrometheus needs, per cluster kind: the identity and the cloud API and grant behind it.
-MANAGED_PROMETHEUS_NEED = {
-    "": "observability (Prometheus' remote write to the managed Prometheus)",
-    "gke": "observability (Prometheus exports to Managed Service for Prometheus through the Cloud Monitoring API "
-           "monitoring.googleapis.com as a service account holding roles/monitoring.metricWriter)",
-}
+# What observability.managedPrometheus needs where the cloud asks no more than the remote write's identity.
+MANAGED_PROMETHEUS_NEED = "observability (Prometheus' remote write to the managed Prometheus)"
 
 
 def capability_problem(value: str) -> str | None:
@@ -73,50 +70,7 @@ class Provision:
     how: str  # the mechanism (an add-on, a cluster setting, a chart, "declared by the site")
 
 
-# Per cloud kind: capability -> the mechanism the cluster layer configures (infra/cluster/<kind>.py).
-# `csi:` entries are the drivers the kind turns on; login is provided only when the stack configures it.
-CLOUD_PROVIDES: dict[str, dict[str, str]] = {
-    "eks": {
-        "network-policy": "VPC CNI network policy (vpc-cni add-on, enableNetworkPolicy)",
-        "csi:ebs.csi.aws.com": "aws-ebs-csi-driver add-on",
-        "csi:efs.csi.aws.com": "aws-efs-csi-driver add-on",
-        "csi:fsx.csi.aws.com": "aws-fsx-csi-driver add-on",
-        "volume-snapshots": "snapshot-controller add-on",
-        "autoscaler": "cluster-autoscaler chart (managed node groups, scale from zero)",
-        "spot-interruption": "managed node group capacity rebalancing + aws-node-termination-handler",
-        "workload-identity": "EKS Pod Identity (eks-pod-identity-agent add-on, pod identity associations)",
-    },
-    "gke": {
-        "network-policy": "GKE Dataplane V2 (ADVANCED_DATAPATH)",
-        "csi:pd.csi.storage.gke.io": "GCE persistent disk CSI driver (addons_config)",
-        "csi:filestore.csi.storage.gke.io": "Filestore CSI driver (addons_config)",
-        "csi:gcsfuse.csi.storage.gke.io": "Cloud Storage FUSE CSI driver (addons_config)",
-        "volume-snapshots": "GKE's managed snapshot CRDs and controller",
-        "autoscaler": "GKE cluster autoscaler (node pool autoscaling)",
-        "spot-interruption": "kubelet graceful node shutdown on Spot nodes",
-        "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
-    },
-    "aks": {
-        "network-policy": "Azure CNI powered by Cilium (network_policy cilium)",
-        "csi:disk.csi.azure.com": "Azure Disk CSI driver (storage_profile)",
-        "csi:file.csi.azure.com": "Azure Files CSI driver (storage_profile)",
-        "csi:blob.csi.azure.com": "Azure Blob CSI driver (storage_profile)",
-        "volume-snapshots": "AKS snapshot controller (storage_profile)",
-        "autoscaler": "AKS cluster autoscaler (agent pool autoscaling)",
-        "spot-interruption": "AKS node auto-drain",
-        "workload-identity": "Entra Workload ID (OIDC issuer, federated credentials)",
-        "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
-    },
-}
-
-# How to provide a capability, per cluster kind, for the one-line finding.
 _FIX_EXISTING = "install it on the cluster and list `{capability}` under cluster.existing.provides"
-_FIX_CLOUD = {
-    "group-claims": {
-        "eks": "set cluster.eks.login.oidc {issuerUrl, clientId} or cluster.eks.login.accessEntries",
-        "gke": "set cluster.gke.login.securityGroup (gke-security-groups@<your domain>)",
-    },
-}
 
 
 def fix(kind: str, capability: str) -> str:
@@ -128,9 +82,9 @@ def fix(kind: str, capability: str) -> str:
     if kind == "eks" and capability == "autoscaler":
         return f"the cluster autoscaler is pinned for Kubernetes {' and '.join(CLUSTER_AUTOSCALER_IMAGES)}: set " \
                "versions.kubernetes to one of them"
-    special = _FIX_CLOUD.get(capability, {}).get(kind)
-    if special:
-        return special
+    login_fix = CLOUDS[kind].login_fix
+    if capability == "group-claims" and login_fix:
+        return login_fix
     if capability.startswith("csi:"):
         return (f"the {kind} cluster does not run {capability[4:]}: use the storage profile of the cluster's "
                 "cloud (remove storage.profile)")
@@ -194,11 +148,11 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     if spec.identity.platform_admins or any(t.groups.engineers or t.groups.analysts or t.groups.ci
                                               for t in spec.teams.values()):
         needs.append(Need("group-claims", "access (persona RoleBindings name identity-provider groups)"))
-    if storage.profile in ("aws", "gcp", "azure"):
+    if storage.profile in CLOUD_STORAGE:
         needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
     if spec.observability.managed_prometheus:
-        kind = spec.cluster.kind if spec.cluster.kind in MANAGED_PROMETHEUS_NEED else ""
-        needs.append(Need("workload-identity", MANAGED_PROMETHEUS_NEED[kind]))
+        needs.append(Need("workload-identity",
+                          CLOUDS[spec.cluster.kind].managed_prometheus_need or MANAGED_PROMETHEUS_NEED))
     return _merged(needs)
 
 
@@ -224,7 +178,7 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         for capability in spec.cluster.existing.provides:
             provided[capability] = Provision("site", "declared in cluster.existing.provides")
     else:
-        for capability, how in CLOUD_PROVIDES[kind].items():
+        for capability, how in CLOUDS[kind].provides.items():
             if kind == "eks" and not _eks_installs(spec, capability):
                 continue
             provided[capability] = Provision("cluster", how)

@@ -10,25 +10,23 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator
 
 from infra.components import VELERO
 from infra.spec.base import DnsLabel, Strict, VolumeSize
+from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
+from infra.spec.clouds.aws import Aws
+from infra.spec.clouds.azure import Azure
+from infra.spec.clouds.gcp import Gcp
 from infra.spec.cron import Cron
 from infra.spec.names import dns1123_subdomain
-from infra.spec.regions import aws_region, azure_location
+from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 
-Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]
-CLOUD_PROFILES = ("aws", "gcp", "azure")
-# Cluster kind -> the storage profile a stack gets when it names none.
-PROFILE_FOR_KIND: dict[str, Profile] = {"existing": "rook-ceph", "eks": "aws", "gke": "gcp", "aks": "azure"}
+Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]  # the clouds' are CLOUD_STORAGE's keys (tested)
 
-# The three classes every profile offers: team datasets and checkpoints (RWX, Retain) and scratch
-# (same backend, Delete: drill restores and temporary volumes go away with their namespace).
-DATASETS, CHECKPOINTS, SCRATCH, BLOCK = "datasets", "checkpoints", "scratch", "block"
 VELERO_VSC_LABEL = "velero.io/csi-volumesnapshot-class"
 # Service accounts that act as cloud identities (workload identity): Velero's server, under which its node agent
 # also runs, and per team the account its pods read and write the team's dataset bucket as.
@@ -66,24 +64,6 @@ class Nfs(Strict):
             raise ValueError(f"'{server}' is not a host name or an IP address: give the NFS server's name "
                              "(letters, digits, '-' and '.') or its address")
         return server
-
-
-class Aws(Strict):
-    """EFS backs checkpoints (and datasets unless FSx is given); FSx for Lustre backs datasets when set."""
-
-    efs_file_system_id: str | None = Field(default=None, alias="efsFileSystemId", pattern=r"^fs-[0-9a-f]+$")
-    fsx_subnet_id: str | None = Field(default=None, alias="fsxSubnetId", pattern=r"^subnet-[0-9a-f]+$")
-    fsx_security_group_ids: list[str] = Field(default_factory=list, alias="fsxSecurityGroupIds")
-
-
-class Gcp(Strict):
-    network: str = "default"
-    filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
-                                                                                   alias="filestoreTier")
-
-
-class Azure(Strict):
-    resource_group: str | None = Field(default=None, alias="resourceGroup")
 
 
 class TeamVolumes(Strict):
@@ -127,29 +107,6 @@ class StorageSpec(Strict):
             raise ValueError(f"'{value}' is not a cloud region name "
                              "(examples: eu-west-1, europe-west4, westeurope)")
         return value
-
-
-@dataclass(frozen=True)
-class Klass:
-    """A StorageClass to declare."""
-
-    name: str
-    provisioner: str
-    parameters: Mapping[str, str]
-    reclaim: Literal["Retain", "Delete"]
-    binding: Literal["Immediate", "WaitForFirstConsumer"] = "Immediate"
-    mount_options: tuple[str, ...] = ()
-    expandable: bool = True
-    snapshots: bool = True  # the driver implements CSI snapshots (else Velero backs it up by fs-backup)
-    static: bool = False  # volumes are pre-created PVs bound to a bucket, not provisioned
-    pod_annotations: Mapping[str, str] = field(default_factory=dict)  # what pods mounting its volumes carry
-
-
-@dataclass(frozen=True)
-class SnapshotClass:
-    name: str
-    driver: str
-    parameters: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -245,55 +202,6 @@ def _nfs_classes(spec: Nfs) -> tuple[list[Klass], list[SnapshotClass]]:
     )
 
 
-def _aws_classes(spec: Aws) -> tuple[list[Klass], list[SnapshotClass]]:
-    ebs, efs = "ebs.csi.aws.com", "efs.csi.aws.com"
-    # Without a fileSystemId the storage component creates the file system and fills it in.
-    access_point = {"provisioningMode": "efs-ap", "directoryPerms": "700",
-                    **({"fileSystemId": spec.efs_file_system_id} if spec.efs_file_system_id else {})}
-    datasets = Klass(DATASETS, efs, access_point, "Retain", snapshots=False)
-    if spec.fsx_subnet_id:
-        datasets = Klass(DATASETS, "fsx.csi.aws.com", {
-            "subnetId": spec.fsx_subnet_id, "securityGroupIds": ",".join(spec.fsx_security_group_ids),
-            "deploymentType": "PERSISTENT_2", "perUnitStorageThroughput": "250",
-        }, "Retain", mount_options=("flock",), expandable=False, snapshots=False)
-    return (
-        [Klass(BLOCK, ebs, {"type": "gp3", "encrypted": "true", "csi.storage.k8s.io/fstype": "xfs"}, "Delete",
-               "WaitForFirstConsumer"),
-         datasets,
-         Klass(CHECKPOINTS, efs, access_point, "Retain", snapshots=False),
-         Klass(SCRATCH, efs, access_point, "Delete", snapshots=False)],
-        [SnapshotClass("ebs", ebs)],
-    )
-
-
-def _gcp_classes(spec: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
-    pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
-    shared = {"tier": spec.filestore_tier, "network": spec.network}
-    return (
-        [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
-         # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
-         # GKE's webhook injects the FUSE sidecar only into pods annotated for it.
-        Klass(DATASETS, "gcsfuse.csi.storage.gke.io", {}, "Retain", mount_options=("implicit-dirs",),
-               expandable=False, snapshots=False, static=True, pod_annotations={"gke-gcsfuse/volumes": "true"}),
-         Klass(CHECKPOINTS, filestore, shared, "Retain"),
-         Klass(SCRATCH, filestore, shared, "Delete")],
-        [SnapshotClass("pd", pd), SnapshotClass("filestore", filestore, {"type": "backup"})],
-    )
-
-
-def _azure_classes() -> tuple[list[Klass], list[SnapshotClass]]:
-    disk, files = "disk.csi.azure.com", "file.csi.azure.com"
-    nfs_share = {"protocol": "nfs", "skuName": "Premium_LRS"}
-    return (
-        [Klass(BLOCK, disk, {"skuName": "Premium_LRS"}, "Delete", "WaitForFirstConsumer"),
-         Klass(DATASETS, "blob.csi.azure.com", {"protocol": "fuse2", "skuName": "Premium_LRS"}, "Retain",
-               snapshots=False),
-         Klass(CHECKPOINTS, files, nfs_share, "Retain"),
-         Klass(SCRATCH, files, nfs_share, "Delete")],
-        [SnapshotClass("azuredisk", disk, {"incremental": "true"}), SnapshotClass("azurefile", files)],
-    )
-
-
 def _cluster_field(cluster: Any, *names: str) -> str | None:
     """A field of the cluster kind's spec, read defensively: kinds differ in what they declare."""
     kind_spec = getattr(cluster, cluster.kind, None)
@@ -311,18 +219,19 @@ def cluster_region(cluster: Any) -> str | None:
 def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
                    teams: Mapping[str, tuple[str, ...]]) -> StorageFacts:
     """Every class, snapshot class, bucket and team volume of the stack. `teams`: team -> its namespaces."""
-    profile: Profile = spec.profile or PROFILE_FOR_KIND.get(cluster.kind, "rook-ceph")
+    own_cloud = CLOUDS[cluster.kind].storage_profile
+    profile = cast(Profile, spec.profile or own_cloud)
     region = spec.region or cluster_region(cluster)
-    own_cloud = PROFILE_FOR_KIND.get(cluster.kind)
-    if profile in CLOUD_PROFILES and own_cloud in CLOUD_PROFILES and profile != own_cloud:
+    cloud = CLOUD_STORAGE.get(profile)
+    if cloud is not None and own_cloud in CLOUD_STORAGE and profile != own_cloud:
         raise ValueError(f"storage.profile: '{profile}' is another cloud's storage; this {cluster.kind} cluster has "
                          f"the {own_cloud} CSI drivers: use {own_cloud} (or rook-ceph, nfs)")
-    if spec.region is not None and profile in ("aws", "azure"):
+    if spec.region is not None and cloud is not None and cloud.region_check is not None:
         try:
-            (aws_region if profile == "aws" else azure_location)(spec.region)
+            cloud.region_check(spec.region)
         except ValueError as error:
             raise ValueError(f"storage.region: {error}") from None
-    if profile in CLOUD_PROFILES and region is None:
+    if cloud is not None and region is None:
         raise ValueError(f"storage.region: profile '{profile}' keeps buckets in a region: set storage.region "
                          "(the cluster declares none)")
     if profile == "nfs" and spec.nfs is None:
@@ -332,12 +241,9 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
     elif profile == "nfs":
         assert spec.nfs is not None
         classes, snapshots = _nfs_classes(spec.nfs)
-    elif profile == "aws":
-        classes, snapshots = _aws_classes(spec.aws)
-    elif profile == "gcp":
-        classes, snapshots = _gcp_classes(spec.gcp)
     else:
-        classes, snapshots = _azure_classes()
+        assert cloud is not None
+        classes, snapshots = cloud.classes(spec)
     unknown = sorted(set(spec.teams) - set(teams))
     if unknown:
         raise ValueError(f"storage.teams.{unknown[0]}: no team named '{unknown[0]}'")

@@ -121,11 +121,7 @@ DEFAULT_JOBSET: JobSetVersion = "0.12.0"
 VELERO = "1.18.2"
 VELERO_CHART = Chart("velero", "https://vmware-tanzu.github.io/helm-charts", "12.1.0")
 VELERO_IMAGE = f"docker.io/velero/velero:v{VELERO}"
-VELERO_PLUGINS = {
-    "aws": "docker.io/velero/velero-plugin-for-aws:v1.14.2",
-    "gcp": "docker.io/velero/velero-plugin-for-gcp:v1.14.2",
-    "azure": "docker.io/velero/velero-plugin-for-microsoft-azure:v1.14.2",
-}
+VELERO_PLUGIN = "v1.14.2"  # the tag of every object-store plugin image (each cloud's in infra/spec/clouds/)
 # Tools for the platform's own jobs (restore drills, cleanup, bucket versioning).
 KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
 AWS_CLI_IMAGE = "docker.io/amazon/aws-cli:2.35.10"

@@ -15,13 +15,14 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 from infra.cluster.aks.identity import bucket_identities
+from infra.cluster.aks.managed_prometheus import azure_monitor
 from infra.cluster.aks.network import azure_subnet
 from infra.cluster.base import CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
-from infra.cluster.managed_prometheus import azure_monitor
 from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
-from infra.spec.cluster import AKS_SERVICE_CIDR, GpuStack, aks_gpu_instance_profile, aks_pool_name
+from infra.spec.clouds.azure import AKS_SERVICE_CIDR, aks_gpu_instance_profile, aks_pool_name
+from infra.spec.cluster import GpuStack
 from infra.spec.flavors import AKS_SPOT_TAINT
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec

@@ -7,7 +7,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 from infra.cluster.base import split
-from infra.spec.cluster import AzureNetwork
+from infra.spec.clouds.azure import AzureNetwork
 
 
 def azure_subnet(spec: AzureNetwork, resource_group: pulumi.Input[str], location: str,

@@ -26,11 +26,11 @@ from infra.cluster.eks.addons import (
     node_template_tags,
     vpc_cni,
 )
+from infra.cluster.eks.managed_prometheus import amazon_managed_prometheus
 from infra.cluster.eks.network import AwsSubnets, aws_subnets
-from infra.cluster.managed_prometheus import amazon_managed_prometheus
 from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
-from infra.spec.cluster import SystemPool
+from infra.spec.clouds.common import SystemPool
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
 

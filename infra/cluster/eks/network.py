@@ -10,7 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.cluster.base import split
-from infra.spec.cluster import AwsNetwork
+from infra.spec.clouds.aws import AwsNetwork
 
 
 @dataclass(frozen=True)

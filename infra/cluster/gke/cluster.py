@@ -18,12 +18,13 @@ import pulumi_gcp as gcp
 from infra.cluster.base import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
 from infra.cluster.gke.identity import bucket_identities, node_account
+from infra.cluster.gke.managed_prometheus import google_managed_prometheus
 from infra.cluster.gke.network import gcp_subnet
-from infra.cluster.managed_prometheus import google_managed_prometheus
 from infra.components import COMPONENTS
 from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
-from infra.spec.cluster import GkeCluster as GkeSpec
+from infra.spec.clouds import CLOUDS
+from infra.spec.clouds.gcp import GkeCluster as GkeSpec
 from infra.spec.cluster import GpuStack
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
@@ -39,7 +40,7 @@ CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver
 # The control plane of a cluster with private nodes reaches them on 443 and 10250 only (GKE's own firewall rule).
 # The platform's webhook servers listen on other ports (infra/components.py): the API server must reach them.
 # (The plan's firewall check compares them with the webhook target ports of the rendered charts.)
-GKE_OPEN_PORTS = frozenset({443, 10250})
+GKE_OPEN_PORTS = CLOUDS["gke"].control_plane_ports or frozenset()
 WEBHOOK_PORTS = tuple(sorted({port for component in COMPONENTS for port in component.webhook_ports} - GKE_OPEN_PORTS))
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.spec.cluster import GcpNetwork
+from infra.spec.clouds.gcp import GcpNetwork
 
 
 @dataclass(frozen=True)

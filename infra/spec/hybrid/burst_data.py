@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, field_validator
 
 from infra.spec.base import Cidr, Strict
+from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.names import dns1123_subdomain
 from infra.spec.policy import RegistryPrefix
 from infra.spec.prerequisites import Need, Provision
@@ -33,7 +34,8 @@ Network = Literal["vpn", "interconnect", "public"]  # a path between the sites: 
 Location = Literal["manager", "worker", "volume"]
 KINDS = ("datasets", "checkpoints")
 CONFIG_MAP = "trainyard-data"  # in each bursting team namespace on the worker: where its jobs' data is
-SCHEME = {"rook-ceph": "s3", "aws": "s3", "gcp": "gs", "azure": "az"}  # team bucket URIs per storage profile
+# Team bucket URIs per storage profile (Rook's object store speaks S3).
+SCHEME = {"rook-ceph": "s3", **{profile: cloud.bucket_scheme for profile, cloud in CLOUD_STORAGE.items()}}
 
 
 def _secret_name(value: str) -> str:

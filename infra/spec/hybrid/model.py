@@ -23,12 +23,11 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from infra.spec.base import Strict, ipv4_cidr
-from infra.spec.cluster import CLOUD_OF
+from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
 from infra.spec.hybrid.burst_data import Network, WorkerData, link_needs
 from infra.spec.input.errors import SpecError, from_validation_error
 from infra.spec.input.keys import PLATFORM_KEY
 from infra.spec.prerequisites import with_needs
-from infra.spec.storage import CLOUD_PROFILES
 
 if TYPE_CHECKING:
     from infra.spec.derive import Platform, TeamFacts
@@ -261,7 +260,7 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
         raise SpecError(f"{PLATFORM_KEY}.cluster", "a stack declares `cluster` or `clusters`, not both")
     clusters = _mapping(raw, "clusters")
     roles = _roles(clusters)
-    kinds = [kind for entry in clusters.values() for kind in entry if kind in CLOUD_OF]
+    kinds = [kind for entry in clusters.values() for kind in entry if kind in CLOUDS and CLOUDS[kind].cloud]
     for kind in set(kinds):
         if kinds.count(kind) > 1:
             raise SpecError(f"{PLATFORM_KEY}.clusters", f"two {kind} clusters in one stack: their cloud resources "
@@ -282,7 +281,7 @@ def validate_hybrid(raw: Mapping[str, Any], stack: str, one: Callable[[Any, str]
         prerequisites = platform.prerequisites
         link = roles[name].link
         if link is not None:
-            cloud = platform.storage.profile in CLOUD_PROFILES
+            cloud = platform.storage.profile in CLOUD_STORAGE
             prerequisites = with_needs(prerequisites, *link_needs(name, link, roles[name].data, cloud))
         platforms[name] = dataclasses.replace(platform, member=member, prerequisites=prerequisites,
                                               teams=_queues(platform, name, role, owner, raw))

@@ -1,0 +1,112 @@
+"""The shape of one cloud's facts (CloudFacts) and the small pieces the cloud modules build them from: machine
+sizes, region catalogues, storage profiles and the workload identity mechanism. No cloud's values live here."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from infra.spec.storage_classes import Klass, SnapshotClass
+
+Fabric = Literal["none", "efa", "infiniband", "roce"]
+Form = tuple[re.Pattern[str], str]  # a pattern and the words a refusal names it by
+
+
+@dataclass(frozen=True)
+class Machine:
+    """An instance type (AWS), machine type (GCP) or VM size (Azure): vCPUs, memory, GPUs and fabric."""
+
+    name: str
+    cloud: str
+    vcpu: int
+    memory_gib: int
+    gpu: str | None = None  # a GPU model name from catalog.GPU_MODELS
+    gpus: int = 0
+    fabric: Fabric = "none"  # the high-speed fabric the machine supports
+    accelerator: str | None = None  # GKE guest accelerator type (nvidia-h100-80gb, ...)
+    efa_interfaces: int = 0  # EFA interfaces a node of this size advertises (AWS EFA sizes only)
+
+    def describe(self) -> str:
+        gpus = f"{self.gpus} x {self.gpu}, " if self.gpu else ""
+        return f"{gpus}{self.vcpu} vCPU, {self.memory_gib}Gi"
+
+
+def sizes(cloud: str, gpu: str | None, rows: tuple[tuple[str, int, int, int, Fabric], ...],
+          accelerator: str | None = None) -> list[Machine]:
+    """Rows of (name, vCPUs, GiB, GPUs, fabric) for one machine family."""
+    return [Machine(name, cloud, vcpu, mem, gpu if gpus else None, gpus, fabric, accelerator if gpus else None)
+            for name, vcpu, mem, gpus, fabric in rows]
+
+
+def _unknown(what: str, value: str, known: Iterable[str], where: str) -> str:
+    near = difflib.get_close_matches(value, list(known), n=2, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    return f"'{value}' is not {what}: {hint}known ones are listed in {where}"
+
+
+def catalog_check(what: str, known: Collection[str], where: str) -> Callable[[str], str]:
+    """A validator that passes a name of the catalog `known` and refuses any other with the closest ones."""
+    def check(value: str) -> str:
+        if value not in known:
+            raise ValueError(_unknown(what, value, known, where))
+        return value
+    return check
+
+
+@dataclass(frozen=True)
+class IdentityMechanism:
+    """How a cloud lets a Kubernetes service account act as a cloud identity (the upstream rules, stated here
+    apart from the cluster layer that applies them)."""
+
+    binding: str  # the resource type that grants a Kubernetes service account the bucket
+    account: Callable[[Mapping[str, Any]], str]  # its inputs -> "namespace/name" of the account
+    account_annotations: tuple[str, ...] = ()  # what the ServiceAccount must carry
+    pod_labels: Mapping[str, str] = field(default_factory=dict)  # what its pods must carry
+
+
+@dataclass(frozen=True)
+class CloudStorage:
+    """A cloud's storage profile: its CSI classes, its object storage and how Velero reaches it."""
+
+    profile: str  # the storage.profile name
+    classes: Callable[[Any], tuple[list[Klass], list[SnapshotClass]]]  # StorageSpec -> classes, snapshot classes
+    bucket_scheme: str  # team bucket URIs: <scheme>://<bucket>
+    velero_provider: str
+    velero_plugin: str  # the object-store plugin image
+    region_check: Callable[[str], str] | None  # storage.region's validator; None: buckets take other locations too
+
+
+@dataclass(frozen=True)
+class CloudFacts:
+    """Everything Trainyard knows about one cluster kind, apart from the code that creates its cluster."""
+
+    kind: str  # the key under `cluster:` (eks, gke, aks, existing)
+    title: str  # how messages name the cluster kind's platform
+    storage_profile: str  # the storage profile a stack gets when it names none
+    cloud: str | None = None  # the machine catalogue's cloud (aws, gcp, azure); None: nodes already exist
+    machines: tuple[Machine, ...] = ()
+    fabrics: tuple[str, ...] = ()  # the fabrics its node pools set up
+    reservation: Form | None = None  # what a reserved pool's `reservation` is
+    group_form: Form | None = None  # the form of a group its login hands the API server; None: the provider's
+    login_fix: str | None = None  # how a stack turns on group claims, when it must
+    provides: Mapping[str, str] = field(default_factory=dict)  # capability -> the mechanism the cluster layer sets
+    storage: CloudStorage | None = None
+    workload_identity: IdentityMechanism | None = None
+    managed_prometheus: str | None = None  # the managed Prometheus observability.managedPrometheus reaches
+    managed_prometheus_need: str | None = None  # what it needs, when more than the remote write's identity
+    control_plane_ports: frozenset[int] | None = None  # the only ports the control plane reaches private nodes on
+    snapshot_controller_in_cluster: bool = False  # runs it as pods `trainyard verify` can see
+    autoscaler_in_cluster: bool = False
+
+
+def lookup(name: str, machines: Mapping[str, Machine]) -> Machine:
+    """The catalog entry for an instance type; a ValueError suggests the nearest known names."""
+    if name in machines:
+        return machines[name]
+    near = difflib.get_close_matches(name, machines, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    raise ValueError(f"instance type '{name}' is not in the catalog: {hint}known types are listed in "
+                     "infra/spec/clouds/<cloud>.py (add a new size there with its published figures)")

@@ -1,0 +1,219 @@
+"""Google Cloud (GKE): the cluster.gke section (network, login), regions and zones, machine types, the gcp storage
+profile, login, identity, the control plane's firewall and what the GKE cluster layer (infra/cluster/gke/) provides.
+
+Regions: "Regions and zones" (cloud.google.com/compute/docs/regions-zones), zone suffixes per region, as of 2025.
+Machine types: the published sizes (memory in GiB: Google's "GB" are GiB) and the GKE accelerator tables
+(machine -> `nvidia-*` accelerator type).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.spec.base import DnsLabel, Strict, ipv4_cidr
+from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
+from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
+from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+from infra.spec.versions import VELERO_PLUGIN
+
+GOOGLE_MANAGED_PROMETHEUS = "google-managed-prometheus"
+
+_ABC = "abc"
+GCP_ZONES: Mapping[str, str] = {
+    "us-central1": "abcf", "us-east1": "bcd", "us-east4": _ABC, "us-east5": _ABC, "us-south1": _ABC,
+    "us-west1": _ABC, "us-west2": _ABC, "us-west3": _ABC, "us-west4": _ABC,
+    "northamerica-northeast1": _ABC, "northamerica-northeast2": _ABC, "southamerica-east1": _ABC,
+    "southamerica-west1": _ABC,
+    "europe-west1": "bcd", "europe-west2": _ABC, "europe-west3": _ABC, "europe-west4": _ABC,
+    "europe-west6": _ABC, "europe-west8": _ABC, "europe-west9": _ABC, "europe-west10": _ABC,
+    "europe-west12": _ABC, "europe-north1": _ABC, "europe-central2": _ABC,
+    "europe-southwest1": _ABC,
+    "me-west1": _ABC, "me-central1": _ABC, "me-central2": _ABC, "africa-south1": _ABC,
+    "asia-east1": _ABC, "asia-east2": _ABC, "asia-northeast1": _ABC, "asia-northeast2": _ABC,
+    "asia-northeast3": _ABC, "asia-south1": _ABC, "asia-south2": _ABC,
+    "asia-southeast1": _ABC, "asia-southeast2": _ABC,
+    "australia-southeast1": _ABC, "australia-southeast2": _ABC,
+}
+
+gcp_region = catalog_check("a Google Cloud region", GCP_ZONES,
+                           "infra/spec/clouds/gcp.py (Google Cloud regions and zones)")
+
+
+def gcp_zone_problem(region: str, zone: str) -> str | None:
+    letters = GCP_ZONES.get(region, "")
+    if not zone.startswith(f"{region}-") or len(zone) != len(region) + 2:
+        return f"'{zone}' is not in region {region}: use {region}-<letter> ({', '.join(letters)})"
+    if zone[-1] not in letters:
+        return f"'{zone}' is not a zone of {region}: its zones end in {', '.join(letters)}"
+    return None
+
+
+MACHINES = (
+    *sizes("gcp", "H100-SXM-80GB", (("a3-highgpu-8g", 208, 1872, 8, "none"),), "nvidia-h100-80gb"),
+    *sizes("gcp", "H100-SXM-80GB", (("a3-megagpu-8g", 208, 1872, 8, "none"),), "nvidia-h100-mega-80gb"),
+    *sizes("gcp", "H200-SXM-141GB", (("a3-ultragpu-8g", 224, 2952, 8, "none"),), "nvidia-h200-141gb"),
+    *sizes("gcp", "A100-SXM-40GB", (
+        ("a2-highgpu-1g", 12, 85, 1, "none"), ("a2-highgpu-2g", 24, 170, 2, "none"),
+        ("a2-highgpu-4g", 48, 340, 4, "none"), ("a2-highgpu-8g", 96, 680, 8, "none"),
+    ), "nvidia-tesla-a100"),
+    *sizes("gcp", "A100-SXM-80GB", (
+        ("a2-ultragpu-1g", 12, 170, 1, "none"), ("a2-ultragpu-2g", 24, 340, 2, "none"),
+        ("a2-ultragpu-4g", 48, 680, 4, "none"), ("a2-ultragpu-8g", 96, 1360, 8, "none"),
+    ), "nvidia-a100-80gb"),
+    *sizes("gcp", "L4", (
+        ("g2-standard-4", 4, 16, 1, "none"), ("g2-standard-8", 8, 32, 1, "none"),
+        ("g2-standard-12", 12, 48, 1, "none"), ("g2-standard-16", 16, 64, 1, "none"),
+        ("g2-standard-24", 24, 96, 2, "none"), ("g2-standard-32", 32, 128, 1, "none"),
+        ("g2-standard-48", 48, 192, 4, "none"), ("g2-standard-96", 96, 384, 8, "none"),
+    ), "nvidia-l4"),
+    *sizes("gcp", None, (
+        ("e2-standard-4", 4, 16, 0, "none"), ("n2-standard-4", 4, 16, 0, "none"),
+        ("n2-standard-8", 8, 32, 0, "none"), ("n2-standard-16", 16, 64, 0, "none"),
+    )),
+)
+
+
+# storage.gcp; the class name is the section docs/stack-reference.md shows.
+class Gcp(Strict):
+    network: str = "default"
+    filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
+                                                                                   alias="filestoreTier")
+
+
+def gcp_classes(storage: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
+    pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
+    shared = {"tier": storage.filestore_tier, "network": storage.network}
+    return (
+        [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
+         # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
+         # GKE's webhook injects the FUSE sidecar only into pods annotated for it.
+         Klass(DATASETS, "gcsfuse.csi.storage.gke.io", {}, "Retain", mount_options=("implicit-dirs",),
+               expandable=False, snapshots=False, static=True, pod_annotations={"gke-gcsfuse/volumes": "true"}),
+         Klass(CHECKPOINTS, filestore, shared, "Retain"),
+         Klass(SCRATCH, filestore, shared, "Delete")],
+        [SnapshotClass("pd", pd), SnapshotClass("filestore", filestore, {"type": "backup"})],
+    )
+
+
+def _account(inputs: Mapping[str, Any]) -> str:
+    # principal://iam.googleapis.com/projects/N/locations/global/workloadIdentityPools/P.svc.id.goog/subject/ns/NS/sa/SA
+    _, _, subject = str(inputs.get("member", "")).partition("/subject/ns/")
+    return "/".join(subject.split("/sa/", 1))
+
+
+class GkeLogin(Strict):
+    """Google Groups for RBAC: the team groups are members of this group (gke-security-groups@<domain>)."""
+
+    security_group: str = Field(alias="securityGroup", pattern=r"^gke-security-groups@[a-z0-9.-]+\.[a-z]+$")
+
+
+class GcpNewNetwork(Strict):
+    """A VPC with one subnetwork (nodes) and its secondary ranges for pods and services, plus Cloud NAT."""
+
+    nodes: str = "10.0.0.0/20"
+    pods: str = "10.4.0.0/14"
+    services: str = "10.8.0.0/20"
+
+    valid_cidrs = field_validator("nodes", "pods", "services")(ipv4_cidr)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> GcpNewNetwork:
+        ranges = {name: ipaddress.IPv4Network(getattr(self, name)) for name in ("nodes", "pods", "services")}
+        for a, b in (("nodes", "pods"), ("nodes", "services"), ("pods", "services")):
+            if ranges[a].overlaps(ranges[b]):
+                raise ValueError(f"{a} and {b} ranges overlap: give disjoint CIDRs")
+        return self
+
+
+class GcpExistingNetwork(Strict):
+    network: str = Field(min_length=1)
+    subnetwork: str = Field(min_length=1)
+    pods_range: str = Field(alias="podsRange", min_length=1)  # secondary range names on the subnetwork
+    services_range: str = Field(alias="servicesRange", min_length=1)
+
+
+class GcpNetwork(Strict):
+    create: GcpNewNetwork | None = None
+    existing: GcpExistingNetwork | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> GcpNetwork:
+        exactly_one(self, "network")
+        return self
+
+
+
+class GcpSystemPool(SystemPool):
+    catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
+
+class GkeCluster(Strict):
+    name: DnsLabel | None = None
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+    region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$")
+    zones: list[str] = Field(min_length=1)  # where the cluster's pools run unless a pool names its zone
+    network: GcpNetwork = Field(default_factory=lambda: GcpNetwork(create=GcpNewNetwork()))
+    # `cloud`: GKE installs the driver and runs its device plugin (time-sharing, MPS, MIG partitions, DCGM
+    # metrics); `operator`: Ubuntu nodes, GKE's driver and device plugin off, the NVIDIA GPU Operator does it all.
+    gpu_driver: Literal["cloud", "operator"] = Field(default="cloud", alias="gpuDriver")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] = Field(default="REGULAR", alias="releaseChannel")
+    system_pool: GcpSystemPool = Field(default_factory=lambda: GcpSystemPool(instance_type="n2-standard-4"),
+                                    alias="systemPool")
+    endpoint: Endpoint = Field(default_factory=private)
+    login: GkeLogin | None = None
+
+    def login_mechanism(self) -> str | None:
+        return f"Google Groups for RBAC ({self.login.security_group})" if self.login else None
+
+    known_region = field_validator("region")(gcp_region)
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> GkeCluster:
+        for zone in self.zones:
+            problem = gcp_zone_problem(self.region, zone)
+            if problem:
+                raise ValueError(f"zones: {problem}")
+        if len(set(self.zones)) != len(self.zones):
+            raise ValueError("zones: a zone is listed twice")
+        return self
+
+
+FACTS = CloudFacts(
+    kind="gke",
+    title="GKE",
+    storage_profile="gcp",
+    cloud="gcp",
+    machines=MACHINES,
+    # A Compute Engine reservation name or the path of one shared from another project (reservationAffinity).
+    reservation=(re.compile(r"^(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
+                 "a reservation name (lowercase letters, digits and '-', starting with a letter, at most 63) or "
+                 "projects/PROJECT/reservations/NAME for one shared from another project"),
+    group_form=(re.compile(r"^[^@\s]+@[A-Za-z0-9.-]+\.[A-Za-z]+$"),
+                "a Google group's email address (Google Groups for RBAC), e.g. ml-eng@example.com"),
+    login_fix="set cluster.gke.login.securityGroup (gke-security-groups@<your domain>)",
+    provides={
+        "network-policy": "GKE Dataplane V2 (ADVANCED_DATAPATH)",
+        "csi:pd.csi.storage.gke.io": "GCE persistent disk CSI driver (addons_config)",
+        "csi:filestore.csi.storage.gke.io": "Filestore CSI driver (addons_config)",
+        "csi:gcsfuse.csi.storage.gke.io": "Cloud Storage FUSE CSI driver (addons_config)",
+        "volume-snapshots": "GKE's managed snapshot CRDs and controller",
+        "autoscaler": "GKE cluster autoscaler (node pool autoscaling)",
+        "spot-interruption": "kubelet graceful node shutdown on Spot nodes",
+        "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
+    },
+    # GCS buckets also live in multi- and dual-regions (EU, US, ...): storage.region is not checked as a region.
+    storage=CloudStorage("gcp", lambda spec: gcp_classes(spec.gcp), "gs", "gcp",
+                         f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None),
+    # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
+    workload_identity=IdentityMechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _account),
+    managed_prometheus=GOOGLE_MANAGED_PROMETHEUS,
+    managed_prometheus_need="observability (Prometheus exports to Managed Service for Prometheus through the Cloud "
+                            "Monitoring API monitoring.googleapis.com as a service account holding "
+                            "roles/monitoring.metricWriter)",
+    # GKE's own firewall rule from the control plane to private nodes.
+    control_plane_ports=frozenset({443, 10250}),
+)
