@@ -205,6 +205,8 @@ class AwsNetwork(Strict):
 
 
 class AwsSystemPool(SystemPool):
+    """The small CPU node pool for the platform's own controllers on EKS: an EC2 CPU instance type."""
+
     catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
 
 class EksCluster(Strict):

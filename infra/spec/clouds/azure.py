@@ -129,6 +129,8 @@ class AzureNetwork(Strict):
 
 
 class AzureSystemPool(SystemPool):
+    """The small CPU node pool for the platform's own controllers on AKS: a CPU VM size."""
+
     catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
 
 class AksCluster(Strict):

@@ -149,6 +149,8 @@ class GcpNetwork(Strict):
 
 
 class GcpSystemPool(SystemPool):
+    """The small CPU node pool for the platform's own controllers on GKE: a CPU machine type."""
+
     catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
 
 class GkeCluster(Strict):
