@@ -10,7 +10,8 @@ admission first, then the same tie-breaks. A flavor is chosen in the queue's ord
 borrowing, else the first where preemption makes room (whenCanPreempt TryNextFlavor tries every flavor first).
 A job's pods are admitted all together or not at all. An evicted job runs its whole duration once admitted again;
 it is queued again (ordered by its eviction time) at the next instant at which a job arrives or finishes: its pods
-must stop first, and two queues cannot evict each other's jobs back and forth within one instant for ever."""
+must stop first, and two queues cannot evict each other's jobs back and forth within one instant for ever. A job
+found inadmissible waits, as in Kueue's inadmissible list, until a job finishes and releases quota."""
 
 from __future__ import annotations
 
@@ -104,16 +105,22 @@ class _Simulation:
         return borrowing or preempting
 
     def head(self, team: str) -> tuple[Workload, Choice] | None:
-        """The queue's first job that can be admitted now. Jobs of the same pool, priority and size as one that
-        cannot are skipped: nothing changes within a scan."""
+        """The queue's first job that can be admitted now. A job that cannot is parked, as Kueue moves it to the
+        inadmissible list, until a job finishes; jobs of the same pool, priority and size as one that cannot are
+        parked unevaluated (nothing changes within a scan)."""
         failed: dict[tuple[str | None, int], int] = {}
         for _, pending in self.pending[team]:
+            if pending.parked:
+                if self.model.strict_fifo:
+                    return None
+                continue
             shape = (pending.job.pool, pending.priority)
             if failed.get(shape, pending.job.demand + 1) > pending.job.demand:
                 choice = self.choose(pending)
                 if choice is not None:
                     return pending, choice
                 failed[shape] = min(failed.get(shape, pending.job.demand), pending.job.demand)
+            pending.parked = True
             if self.model.strict_fifo:
                 return None
         return None
@@ -134,10 +141,12 @@ class _Simulation:
         self.serial += 1
         run = Run(pending, team, choice.flavor, pending.job.demand, now, self.serial)
         self.state.add(run)
+        self.state.epoch += 1
         heapq.heappush(self.events, (now + pending.job.duration, FINISH, self.serial, run))
 
     def evict(self, now: int, run: Run, by: str) -> None:
         self.state.remove(run)
+        self.state.epoch += 1
         self.state.busy[run.flavor] += run.units * (now - run.start)
         self.preempted[run.team] = self.preempted.get(run.team, 0) + 1
         self.preempting[by] = self.preempting.get(by, 0) + 1
@@ -145,10 +154,15 @@ class _Simulation:
         workload.ordered_at = workload.pending_since = now
         self.held.append(workload)
 
-    def requeue(self) -> None:
+    def requeue(self, released: bool) -> None:
+        """Evicted jobs back in their queues; when quota was released, every parked job may try again."""
         for workload in self.held:
             insort(self.pending[workload.job.team], (workload.key(), workload))
         self.held = []
+        if released:
+            for queue in self.pending.values():
+                for _, workload in queue:
+                    workload.parked = False
 
     def cycle(self, now: int) -> bool:
         heads = [head for team in sorted(self.pending) if self.pending[team] for head in [self.head(team)] if head]
@@ -165,6 +179,7 @@ class _Simulation:
         if run.serial not in self.state.running.get(key, {}):
             return False  # preempted before it could finish: nothing happens
         self.state.remove(run)
+        self.state.epoch += 1
         self.state.busy[run.flavor] += run.units * (now - run.start)
         self.records.append(Record(run.workload.job, run.flavor, run.workload.waited, now))
         return True
@@ -183,19 +198,20 @@ class _Simulation:
         span = 0
         while self.events:
             now = self.events[0][0]
-            happened = False
+            happened = released = False
             while self.events and self.events[0][0] == now:
                 _, kind, _, payload = heapq.heappop(self.events)
                 if kind == FINISH:
                     assert isinstance(payload, Run)
                     if self.finish(now, payload):
-                        happened, span = True, now
+                        happened = released = True
+                        span = now
                 else:
                     assert isinstance(payload, Job)
                     self.submit(now, payload)
                     happened = True
             if happened:
-                self.requeue()
+                self.requeue(released)
                 while self.cycle(now):
                     pass
         self.records.sort(key=lambda record: record.job.line)

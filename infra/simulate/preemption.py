@@ -29,20 +29,34 @@ def _order(run: Run, own: str) -> tuple[int, int, int, int]:
     return (run.team == own, run.workload.priority, -run.start, -run.serial)
 
 
-def _candidates(state: State, team: str, flavor: str, pending: Workload, reclaim: bool) -> list[Run]:
+def _own(state: State, team: str, flavor: str, pending: Workload) -> list[Run]:
+    policy = state.model.queues[team].within
+    return [run for run in state.runs(team, flavor) if _eligible(policy, run, pending)]
+
+
+def _candidates(state: State, team: str, flavor: str, pending: Workload, reclaim: bool,
+                least: float = -1.0) -> list[Run]:
+    """Own jobs by withinClusterQueue, and jobs of borrowing queues (with a share of at least `least`)."""
     queue = state.model.queues[team]
-    found = []
-    for run in state.runs_on(flavor):
-        if run.team == team:
-            if _eligible(queue.within, run, pending):
-                found.append(run)
-        elif state.borrows(run.team, flavor):
-            threshold = queue.borrow_threshold
+    found = _own(state, team, flavor, pending)
+    threshold = queue.borrow_threshold
+    for share, other in state.borrowers(flavor):
+        if other == team or share < least:
+            continue
+        for run in state.runs(other, flavor):
             if (reclaim and _eligible(queue.reclaim, run, pending)) or (
                     queue.borrow_policy == "LowerPriority" and run.workload.priority < pending.priority
                     and (threshold is None or run.workload.priority <= threshold)):
                 found.append(run)
     return sorted(found, key=lambda run: _order(run, team))
+
+
+def _hopeless(state: State, team: str, flavor: str, pending: Workload, least: float) -> bool:
+    """Whether evicting every job that could qualify would still leave too little room: the common case on a full
+    pool, answered without ordering candidates."""
+    room = state.size[flavor] - state.from_pool[flavor]
+    own = sum(run.units for run in _own(state, team, flavor, pending))
+    return room + own + state.held_above(flavor, least, team) < pending.job.demand
 
 
 def _restore(state: State, removed: list[Run]) -> None:
@@ -52,6 +66,8 @@ def _restore(state: State, removed: list[Run]) -> None:
 
 def classic(state: State, team: str, flavor: str, pending: Workload) -> list[Run] | None:
     units = pending.job.demand
+    if _hopeless(state, team, flavor, pending, -1.0):
+        return None
     reclaim = not state.borrows(team, flavor, units)  # reclaiming needs a job that fits its nominal quota
     removed: list[Run] = []
     for run in _candidates(state, team, flavor, pending, reclaim):
@@ -77,26 +93,33 @@ def classic(state: State, team: str, flavor: str, pending: Workload) -> list[Run
 
 def fair(state: State, team: str, flavor: str, pending: Workload) -> list[Run] | None:
     units = pending.job.demand
+    mine = state.share(team, flavor, units)
+    # Neither strategy lets a queue whose share is below the preemptor's (after admission) lose a job.
+    if _hopeless(state, team, flavor, pending, mine):
+        return None
     by_team: dict[str, list[Run]] = {}
-    for run in _candidates(state, team, flavor, pending, reclaim=True):
+    for run in _candidates(state, team, flavor, pending, reclaim=True, least=mine):
         by_team.setdefault(run.team, []).append(run)
+    shares = {t: state.share(t) for t in by_team}
     removed: list[Run] = []
     while not state.fits(team, flavor, units):
         targets = [t for t, runs in by_team.items() if runs and (t == team or state.borrows(t, flavor))]
         if not targets:
             _restore(state, removed)
             return None
-        target = max(targets, key=lambda t: (state.share(t), t == team, t))
+        target = max(targets, key=lambda t: (shares[t], t == team, t))
         run = by_team[target].pop(0)
         if target == team:
             state.remove(run)
             removed.append(run)
+            shares[team] = state.share(team)
             continue
-        mine = state.share(team, flavor, units)
-        before = state.share(target)
+        before = shares[target]
         state.remove(run)
-        if mine <= state.share(target) or mine < before:
+        after = state.share(target)
+        if mine <= after or mine < before:
             removed.append(run)
+            shares[target] = after
         else:
             state.add(run)
             by_team[target] = []

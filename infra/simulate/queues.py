@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 
 from infra.spec import Platform
 from infra.spec.pools import GPU_RESOURCE
@@ -39,8 +40,12 @@ class Queue:
     borrow_policy: str  # borrowWithinCohort: Never | LowerPriority
     borrow_threshold: int | None  # borrowWithinCohort.maxPriorityThreshold
 
+    @cached_property
+    def _by_flavor(self) -> dict[str, Entry]:
+        return {entry.flavor: entry for entry in self.entries}
+
     def entry(self, flavor: str) -> Entry | None:
-        return next((e for e in self.entries if e.flavor == flavor), None)
+        return self._by_flavor.get(flavor)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ class Workload:
     pending_since: int
     waited: int = 0
     admissions: int = 0
+    parked: bool = False  # found inadmissible: tried again once quota is released (a job finishes)
 
     def key(self) -> tuple[int, int, int]:
         """Kueue's queue order: higher priority first, then the earlier timestamp, then the name (the line)."""
@@ -47,12 +48,16 @@ class State:
     running: dict[tuple[str, str], dict[int, Run]] = field(default_factory=dict)  # (team, pool) -> serial -> run
     busy: dict[str, int] = field(default_factory=dict)  # per pool: unit-seconds used
     size: dict[str, int] = field(default_factory=dict)
+    borrowed: dict[str, dict[str, int]] = field(default_factory=dict)  # team -> resource -> units above nominal
+    epoch: int = 0  # moved on by every admission, eviction and finish: what per-epoch caches are keyed by
+    _lenders: dict[str, tuple[int, list[tuple[float, str]], list[int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.size = {name: self.model.pool_size(name) for name in self.model.pools}
         self.from_pool = dict.fromkeys(self.model.pools, 0)
         self.busy = dict.fromkeys(self.model.pools, 0)
         self._lendable = {r: self.model.lendable(r) for r in {p.resource for p in self.model.pools.values()}}
+        self.borrowed = {team: {} for team in self.model.queues}
 
     def used(self, team: str, flavor: str) -> int:
         return self.usage.get((team, flavor), 0)
@@ -64,6 +69,10 @@ class State:
         old = self.used(team, flavor)
         self.usage[(team, flavor)] = old + delta
         self.from_pool[flavor] += max(0, old + delta - private) - max(0, old - private)
+        resource = self.model.pools[flavor].resource
+        borrowed = self.borrowed[team]
+        borrowed[resource] = borrowed.get(resource, 0) + max(0, old + delta - entry.nominal) - \
+            max(0, old - entry.nominal)
 
     def add(self, run: Run) -> None:
         self._change(run.team, run.flavor, run.units)
@@ -92,11 +101,14 @@ class State:
         """The queue's weighted dominant resource share, with `units` more on `flavor`: per resource, what it
         borrows in thousandths of what the cohort lends, the largest of these, over the queue's weight."""
         queue = self.model.queues[team]
-        borrowed: dict[str, int] = {}
-        for entry in queue.entries:
-            used = self.used(team, entry.flavor) + (units if entry.flavor == flavor else 0)
-            resource = self.model.pools[entry.flavor].resource
-            borrowed[resource] = borrowed.get(resource, 0) + max(0, used - entry.nominal)
+        borrowed = self.borrowed[team]
+        if units and flavor is not None:
+            entry = queue.entry(flavor)
+            assert entry is not None
+            used = self.used(team, flavor)
+            resource = self.model.pools[flavor].resource
+            borrowed = {**borrowed, resource: borrowed.get(resource, 0) + max(0, used + units - entry.nominal)
+                        - max(0, used - entry.nominal)}
         dominant = 0
         for resource, amount in borrowed.items():
             if amount:
@@ -107,6 +119,35 @@ class State:
         milli = int(queue.weight * 1000)
         return float("inf") if milli == 0 else dominant * 1000 / milli
 
-    def runs_on(self, flavor: str) -> list[Run]:
-        """Every job running on a pool, by team name then admission."""
-        return [run for (_, f), runs in sorted(self.running.items()) if f == flavor for run in runs.values()]
+    def runs(self, team: str, flavor: str) -> list[Run]:
+        return list(self.running.get((team, flavor), {}).values())
+
+    def borrowers(self, flavor: str) -> list[tuple[float, str]]:
+        """The queues borrowing on a pool, largest share first (then by name), and the units each holds there;
+        computed once an epoch."""
+        return self._borrowers(flavor)[1]
+
+    def _borrowers(self, flavor: str) -> tuple[int, list[tuple[float, str]], list[int]]:
+        cached = self._lenders.get(flavor)
+        if cached is None or cached[0] != self.epoch:
+            ranked = sorted(((self.share(team), team) for team in self.model.queues if self.borrows(team, flavor)),
+                            key=lambda pair: (-pair[0], pair[1]))
+            totals, running = [], 0
+            for _, team in ranked:
+                running += self.used(team, flavor)
+                totals.append(running)
+            cached = (self.epoch, ranked, totals)
+            self._lenders[flavor] = cached
+        return cached
+
+    def held_above(self, flavor: str, share: float, besides: str) -> int:
+        """Units held on a pool by the other queues borrowing there whose share is at least `share`: the most
+        their evictions could free for a queue whose share after admission would be `share`."""
+        _, ranked, totals = self._borrowers(flavor)
+        count = 0
+        while count < len(ranked) and ranked[count][0] >= share:
+            count += 1
+        held = totals[count - 1] if count else 0
+        if any(team == besides for _, team in ranked[:count]):
+            held -= self.used(besides, flavor)
+        return held

@@ -7,6 +7,7 @@ all at once (all-or-nothing admission), and each pod must fit on one node of the
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import random
@@ -151,4 +152,5 @@ def generate(model: Model, rates: Mapping[str, float], hours: float, seed: int) 
             jobs.append((int(clock), team, Job(0, int(clock), team, named, gpus, pods, chance.choice(DURATIONS),
                                                chance.choice(priorities))))
     jobs.sort(key=lambda item: (item[0], item[1]))
-    return [job for _, _, job in jobs]
+    # Numbered as the lines of the file `write` makes of them (the header is line 1).
+    return [dataclasses.replace(job, line=index + 2) for index, (_, _, job) in enumerate(jobs)]
