@@ -3,6 +3,7 @@ byte-identical reports whatever the hash seed, the synthetic generator, --base, 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from infra.apiserver.schema import CrdIndex, check_custom
 from infra.commands import main
 from infra.simulate import queues, report, trace
 from infra.simulate.engine import Outcome, Record, simulate
@@ -229,3 +231,24 @@ def test_percentiles_are_nearest_rank() -> None:
     values = list(range(1, 101))
     assert (report.percentile(values, 0.5), report.percentile(values, 0.95)) == (50, 95)
     assert report.percentile([7], 0.95) == 7 and report.percentile([], 0.5) == 0
+
+
+def test_workloads_to_trace_turns_finished_gpu_workloads_into_rows(crds_dir: Path, tmp_path: Path) -> None:
+    """The fixture is five Workloads as `kubectl get workloads -A -o json` lists them, each valid against the
+    pinned Workload CRD: three finished with GPUs, one pending, one CPU-only."""
+    fixture = ROOT / "tests" / "fixtures" / "workloads.json"
+    index = CrdIndex(crds_dir, platform_of("onprem-lab").spec.versions.crd_dirs())
+    for item in json.loads(fixture.read_text(encoding="utf-8"))["items"]:
+        assert check_custom(item, index) == [], item["metadata"]["name"]
+    done = subprocess.run([str(ROOT / "scripts" / "workloads-to-trace"), str(fixture)], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.splitlines() == [
+        HEADER,
+        "0,vision,h100,8,2,3600,production",  # pinned to its pool by the trainyard.io/pool node selector
+        "100,nlp,,4,1,1800,",  # admitted at once: its 30 minutes run from admission to Finished
+        "120,speech,,8,3,7200,research",  # the launcher pod set asks for no GPU
+    ]
+    assert "2 left out" in done.stderr
+    rows = tmp_path / "t.csv"
+    rows.write_text(done.stdout, encoding="utf-8")
+    assert len(trace.read(rows, queues.build(platform_of("onprem-lab")))) == 3  # a trace of the stack it ran on
