@@ -42,9 +42,9 @@ def build(model: Model, outcome: Outcome) -> dict[str, Any]:
         records = by_team.get(team, [])
         admitted = [r for r in records if r.flavor is not None]
         pools: dict[str, Any] = {}
-        for pool in sorted({r.flavor for r in admitted if r.flavor is not None}):
-            mine = [r for r in admitted if r.flavor == pool]
-            pools[pool] = {"admitted": len(mine), "wait": _waits(mine),
+        for flavor in sorted({r.flavor for r in admitted if r.flavor is not None}):
+            mine = [r for r in admitted if r.flavor == flavor]
+            pools[flavor] = {"admitted": len(mine), "wait": _waits(mine),
                            "gpu_hours": _hours(sum(r.job.demand * r.job.duration for r in mine))}
         teams[team] = {
             "submitted": len(records), "admitted": len(admitted), "never_admitted": len(records) - len(admitted),
