@@ -10,6 +10,8 @@ The state is left as it was found: the caller evicts the returned runs."""
 
 from __future__ import annotations
 
+import heapq
+
 from infra.simulate.state import Run, State, Workload
 
 
@@ -100,26 +102,29 @@ def fair(state: State, team: str, flavor: str, pending: Workload) -> list[Run] |
     by_team: dict[str, list[Run]] = {}
     for run in _candidates(state, team, flavor, pending, reclaim=True, least=mine):
         by_team.setdefault(run.team, []).append(run)
+    # The queue with the largest share is the next target: a heap of (share, queue), stale entries skipped.
     shares = {t: state.share(t) for t in by_team}
+    heap = [(-shares[t], t != team, t) for t in by_team]
+    heapq.heapify(heap)
     removed: list[Run] = []
     while not state.fits(team, flavor, units):
-        targets = [t for t, runs in by_team.items() if runs and (t == team or state.borrows(t, flavor))]
-        if not targets:
+        while heap and (-heap[0][0] != shares[heap[0][2]] or not by_team[heap[0][2]]):
+            heapq.heappop(heap)
+        if not heap:
             _restore(state, removed)
             return None
-        target = max(targets, key=lambda t: (shares[t], t == team, t))
-        run = by_team[target].pop(0)
-        if target == team:
-            state.remove(run)
-            removed.append(run)
-            shares[team] = state.share(team)
+        target = heapq.heappop(heap)[2]
+        if target != team and not state.borrows(target, flavor):
+            by_team[target] = []  # back within its quota: nothing more to reclaim from it
             continue
+        run = by_team[target].pop(0)
         before = shares[target]
         state.remove(run)
         after = state.share(target)
-        if mine <= after or mine < before:
+        if target == team or mine <= after or mine < before:
             removed.append(run)
             shares[target] = after
+            heapq.heappush(heap, (-after, target != team, target))
         else:
             state.add(run)
             by_team[target] = []
