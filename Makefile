@@ -37,7 +37,8 @@ validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/prune-cache
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/prune-cache \
+		scripts/workloads-to-trace
 
 typecheck: install
 	$(VENV)/bin/mypy
