@@ -38,7 +38,8 @@ validate: charts
 	$(VENV)/bin/trainyard validate $(STACK) --crds $(CRDS)
 
 lint: install
-	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/fetch-manifests scripts/prune-cache
+	$(VENV)/bin/ruff check infra policies tests benchmarks scripts/fetch-charts scripts/fetch-manifests scripts/prune-cache \
+		scripts/workloads-to-trace
 	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: install

@@ -184,3 +184,26 @@ def test_the_offline_gate_restores_the_render_cache_where_the_program_keeps_it()
     cache = _index(steps, lambda s: _uses(s) == "actions/cache")
     assert cache < _index(steps, _runs("make test"))
     assert ROOT / steps[cache]["with"]["path"] == cache_dir() and "infra/**/*.py" in steps[cache]["with"]["key"]
+
+
+def test_the_simulated_difference_is_posted_beside_the_rendered_diff() -> None:
+    """Every kept trace is a stack's; each is replayed against main only when that stack's queues differ (the whole
+    history is fetched, so origin/main is there), before the cache is pruned, and the per-team differences go into
+    a comment of their own, kept current like the diff's."""
+    steps = _workflows()["pull-request"]["jobs"]["offline"]["steps"]
+    assert steps[_index(steps, lambda s: _uses(s) == "actions/checkout")]["with"]["fetch-depth"] == 0
+    simulate = _index(steps, _runs("trainyard simulate"))
+    run = steps[simulate]["run"]
+    assert "for file in simulations/*.csv" in run and '--trace "$file"' in run
+    assert "--base origin/main --only-if-changed" in run and '--out "build/simulate/$stack"' in run
+    assert _index(steps, _runs("trainyard diff")) < simulate < _index(steps, _runs("scripts/prune-cache"))
+    scripts = [i for i, s in enumerate(steps) if _uses(s) == "actions/github-script"]
+    assert len(scripts) == 2 and scripts[0] < scripts[1] and simulate < scripts[1]
+    diff_script, script = (steps[i]["with"]["script"] for i in scripts)
+    assert "difference.md" in script and "build/simulate" in script
+    assert "createComment" in script and "updateComment" in script
+    markers = [re.search(r'const marker = "(.*)";', text).group(1) for text in (diff_script, script)]  # type: ignore[union-attr]
+    assert markers[0] != markers[1]
+    assert steps[scripts[1]]["if"] == steps[scripts[0]]["if"]  # forks get no token to comment with
+    traces = sorted(path.stem for path in (ROOT / "simulations").glob("*.csv"))
+    assert traces == stack_names(ROOT)

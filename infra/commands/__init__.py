@@ -19,7 +19,8 @@ from infra.spec import SpecError
 # Every subcommand, in the order `trainyard --help` lists them: infra/commands/<name>.py, each with register(sub).
 # A module is imported when the parser is built; what a command needs at run time it imports when it runs, so
 # that one command does not pay for another's imports (the kubernetes client, the offline API server).
-COMMANDS = ("plan", "render", "validate", "diff", "docs", "verify", "accept", "admit", "team", "images")
+COMMANDS = ("plan", "render", "validate", "diff", "docs", "verify", "accept", "admit", "team", "images",
+            "simulate")
 
 
 def parser() -> argparse.ArgumentParser:

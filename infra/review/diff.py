@@ -8,11 +8,13 @@ every chart's inputs, after one `# risk:` line per change that destroys data or 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +88,7 @@ def unified(base: dict[str, str], head: dict[str, str]) -> list[str]:
     return lines
 
 
-def _worktree(root: Path, base_ref: str, work: Path) -> Path:
+def base_worktree(root: Path, base_ref: str, work: Path) -> Path:
     """`base_ref` checked out detached in the scratch directory, sharing this checkout's chart cache (content-
     addressed: the digest is in the path)."""
     tree = work / "base-tree"
@@ -96,6 +98,23 @@ def _worktree(root: Path, base_ref: str, work: Path) -> Path:
     (root / CHART_CACHE).mkdir(exist_ok=True)
     (tree / CHART_CACHE).symlink_to(root / CHART_CACHE, target_is_directory=True)
     return tree
+
+
+def check_ref(root: Path, base_ref: str) -> None:
+    if _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
+        raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
+
+
+@contextlib.contextmanager
+def base_tree(root: Path, base_ref: str) -> Iterator[Path]:
+    """`base_ref` checked out in a scratch directory while the block runs, removed afterwards."""
+    check_ref(root, base_ref)
+    with tempfile.TemporaryDirectory(prefix="trainyard-base-") as scratch:
+        tree = base_worktree(root, base_ref, Path(scratch))
+        try:
+            yield tree
+        finally:
+            _git(root, "worktree", "remove", "--force", str(tree))
 
 
 def _render_work_tree(root: Path, stack: str, out: Path) -> None:
@@ -125,15 +144,14 @@ def _base_key(root: Path, base_ref: str, stack: str) -> list[str]:
 
 
 def diff_stack(root: Path, stack: str, base_ref: str) -> int:
-    if _git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").returncode != 0:
-        raise SpecError("--base", f"'{base_ref}' is not a git revision here: fetch it or name another")
+    check_ref(root, base_ref)
     with tempfile.TemporaryDirectory(prefix="trainyard-diff-") as scratch:
         work = Path(scratch)
         head = work / "head"
 
         def render_both() -> dict[str, str]:
             """The base revision's files, rendered in a process of its own while the work tree renders here."""
-            tree = _worktree(root, base_ref, work)
+            tree = base_worktree(root, base_ref, work)
             try:
                 base = _start_render(tree, stack, work / "base")
                 try:
