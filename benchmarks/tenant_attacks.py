@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from infra.platform import admission, tenancy
 from infra.spec import Platform
 from infra.spec.base import parse_quantity
-from infra.spec.flavors import gpu_taints
+from infra.spec.queues.flavors import gpu_taints
 from tests.cel import denials
 
 QUEUE = "kueue.x-k8s.io/queue-name"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from infra.spec import validate
-from infra.spec.capacity import capacity_findings
+from infra.spec.queues.capacity import capacity_findings
 from tests.conftest import capture_of, kube_objects, platform_of, raw_platform
 from tests.test_cloud_common import configmap, of_type, pool_args, refused, variant
 

@@ -13,7 +13,7 @@ from infra.cluster import CLOUD_COMPONENTS
 from infra.kit.paths import ROOT
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS, MACHINES
 from infra.spec.cluster import ClusterSpec
-from infra.spec.storage import Profile
+from infra.spec.storage.model import Profile
 
 CLOUD_NAMES = frozenset({"eks", "gke", "aks", "aws", "gcp", "azure"})
 # The places that may key by cloud: the facts and each cloud's own cluster code, and the one cluster registry.

@@ -32,7 +32,7 @@ OTHER_MEANINGS = {
     ("infra/accept/suite.py", "gpu-operator"): 1,  # the acceptance report's version keys
     ("infra/accept/suite.py", "velero"): 1,
     ("infra/spec/metrics.py", "velero"): 2,  # the metric catalogue's exporter and its source
-    ("infra/spec/storage.py", "velero"): 1,  # what the backups bucket is for
+    ("infra/spec/storage/model.py", "velero"): 1,  # what the backups bucket is for
     ("infra/platform/backup.py", "velero"): 2,  # the drill's `velero restore describe` hint; an output key
     ("infra/live/verify.py", "monitoring"): 1,  # prose: "is the monitoring stack up?"
 }

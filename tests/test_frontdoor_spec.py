@@ -1,4 +1,4 @@
-"""The front door's stack field and the web access derived from the team groups (infra/spec/frontdoor.py,
+"""The front door's stack field and the web access derived from the team groups (infra/spec/frontdoor/model.py,
 web_access.py): each bad input refused with one line naming the field (exit 2, nothing run), its nearest valid
 neighbour accepted."""
 

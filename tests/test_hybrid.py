@@ -18,8 +18,8 @@ from infra.live.hybrid import contexts, multikueue_findings
 from infra.offline.clusters import split
 from infra.platform.multikueue import ACCOUNT
 from infra.spec import SpecError, validate
-from infra.spec.capacity import capacity_findings
 from infra.spec.hybrid.model import kubeconfig_problem
+from infra.spec.queues.capacity import capacity_findings
 from tests.conftest import CRDS, capture_of, platform_of, raw_platform
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run

@@ -20,7 +20,7 @@ from infra.offline.clusters import split
 from infra.platform.burst_data import EGRESS_POLICY
 from infra.spec import Platform, SpecError, validate
 from infra.spec.hybrid.burst_data import CONFIG_MAP, WorkerData
-from infra.spec.storage import TEAM_DATA_ACCOUNT
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT
 from tests.conftest import capture_of, platform_of, raw_platform, write_stack
 from tests.test_bad_config import _assert_one_clean_line
 

@@ -13,7 +13,7 @@ import pytest
 
 from infra.commands import main
 from infra.spec import Platform, validate
-from infra.spec.capacity import capacity_findings, lending_findings, quota_resource_findings
+from infra.spec.queues.capacity import capacity_findings, lending_findings, quota_resource_findings
 from tests.conftest import raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run

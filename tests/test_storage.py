@@ -15,7 +15,7 @@ from infra.checks.context import Context
 from infra.commands import main
 from infra.offline import engine
 from infra.platform.storage import VOLUME_LABEL
-from infra.spec.storage import VELERO_VSC_LABEL, storage_of
+from infra.spec.storage.model import VELERO_VSC_LABEL, storage_of
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw, write_stack
 
 BUCKET_TYPES = {"aws:s3/bucket:Bucket", "gcp:storage/bucket:Bucket", "azure-native:storage:BlobContainer"}

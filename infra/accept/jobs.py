@@ -12,7 +12,7 @@ from typing import Any
 from infra.spec import Platform
 from infra.spec.pools import POOL_LABEL
 from infra.spec.runtimes import TRAINER_JOBS, cpu_only, replicated_jobs
-from infra.spec.storage import CHECKPOINTS, TEAM_DATA_ACCOUNT
+from infra.spec.storage.model import CHECKPOINTS, TEAM_DATA_ACCOUNT
 from infra.vocabulary import PRIORITY_LABEL, QUEUE_LABEL
 
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"

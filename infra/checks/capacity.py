@@ -1,10 +1,11 @@
-"""The capacity checks, on the validated spec only: each of infra/spec/capacity.py's rules as a check of its own."""
+"""The capacity checks, on the validated spec only: each rule of infra/spec/queues/capacity.py as a check of its
+own."""
 
 from __future__ import annotations
 
 from infra.checks.context import Context
 from infra.spec import Finding
-from infra.spec import capacity as rules
+from infra.spec.queues import capacity as rules
 
 
 def check_capacity_fits_pool(ctx: Context) -> list[Finding]:

@@ -23,7 +23,7 @@ from infra.spec import Finding, Platform
 from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.hybrid.burst_data import KINDS, ManagerStore, WorkerData, place
 from infra.spec.policy import allowed
-from infra.spec.storage import TEAM_DATA_ACCOUNT
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT
 
 CHECK = "burst-data"
 

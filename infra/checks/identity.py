@@ -16,7 +16,7 @@ from infra import vocabulary
 from infra.checks.context import Context
 from infra.spec import Finding
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS, IdentityMechanism
-from infra.spec.storage import TEAM_DATA_ACCOUNT
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT
 
 CHECK = "identity"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")

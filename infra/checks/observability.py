@@ -1,7 +1,7 @@
 """Offline proof of the monitoring rules and dashboards: every alert and recording rule expression and every
 dashboard query parses with a real PromQL parser (promql-parser, GreptimeDB's Rust parser: syntax, types and
-function arity), reads only metrics of the catalog (infra/spec/metrics.py) whose exporter this stack runs, and every
-alert carries a severity, a summary and a runbook link. Also: alerts that would reach nobody."""
+function arity), reads only metrics of the catalog (infra/spec/metrics.py) whose exporter this
+stack runs, and every alert carries a severity, a summary and a runbook link. Also: alerts that would reach nobody."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 
 from infra.spec import Platform
-from infra.spec.storage import StorageFacts
+from infra.spec.storage.model import StorageFacts
 
 EFS_PROVISIONER = "efs.csi.aws.com"
 

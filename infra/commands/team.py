@@ -27,8 +27,8 @@ from infra.offline import engine
 from infra.offline.plan import objects
 from infra.spec import PLATFORM_KEY, Platform, SpecError, load_file, stack_path
 from infra.spec.base import format_amount
-from infra.spec.capacity import capacity_findings
 from infra.spec.input.load import read_stack_config
+from infra.spec.queues.capacity import capacity_findings
 from infra.spec.teams import GROUP_PERSONAS
 
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from infra.spec import Finding, Platform, SpecError
 from infra.spec.hybrid.burst_data import pull_secrets
 from infra.spec.hybrid.model import WORKER, burst_queue
-from infra.spec.storage import TEAM_DATA_ACCOUNT
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT
 
 # Why an object is inactive, in the words of the fix (Kueue 0.19.2 multikueuecluster.go and admissioncheck.go).
 HINTS = {"InsecureKubeConfig": "the kubeconfig uses what Kueue refuses (exec plugin, token file, CA file): see "

@@ -33,7 +33,7 @@ from infra.platform.tenancy import Tenancy
 from infra.platform.trainer import Trainer
 from infra.spec import Platform
 from infra.spec.observability import PROMETHEUS_ACCOUNT
-from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT, VELERO_ACCOUNT, VELERO_NAMESPACE
 
 
 @dataclass(frozen=True)

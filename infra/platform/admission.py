@@ -46,8 +46,8 @@ from infra.platform.admission_cel import (
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
-from infra.spec.flavors import gpu_taints
 from infra.spec.policy import DEFAULT_REGISTRY, REPOSITORY_ENDS
+from infra.spec.queues.flavors import gpu_taints
 from infra.spec.runtimes import pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
 from infra.vocabulary import (

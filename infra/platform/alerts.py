@@ -1,6 +1,7 @@
 """The platform's alert and recording rules, built from the spec: one group per concern. Every alert has a
 severity, a summary and a runbook_url pointing at its own section of docs/operations.md (the section's heading is
-the alert name, so the anchor is the lowercased name). Every metric read is in infra/spec/metrics.py; rules
+the alert name, so the anchor is the lowercased name). Every metric read is in
+infra/spec/metrics.py; rules
 that need an exporter this stack does not run (the DCGM exporter) are left out.
 
 Thresholds are starting points from ../shared/reference/observability.md §3; pool GPU counts and backup windows

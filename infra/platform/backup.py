@@ -21,7 +21,7 @@ from infra.platform.storage import JOB_RESOURCES, RESTRICTED
 from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.clouds import VELERO_PLUGINS
-from infra.spec.storage import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
+from infra.spec.storage.model import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
 from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE
 from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 

@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart
 from infra.spec import Flavor, Platform
-from infra.spec.flavors import distinct_tolerations
+from infra.spec.queues.flavors import distinct_tolerations
 from infra.spec.versions import EFA_DEVICE_PLUGIN_CHART
 
 NAMESPACE = "kube-system"

@@ -23,8 +23,8 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
 from infra.spec import Platform
-from infra.spec.flavors import GpuOffer
 from infra.spec.metrics import dcgm_metrics_csv
+from infra.spec.queues.flavors import GpuOffer
 from infra.spec.versions import GPU_OPERATOR_CHART
 
 NAMESPACE = GPU_OPERATOR.namespace

@@ -1,6 +1,6 @@
 """Kueue: the pinned chart and its manager configuration, WorkloadPriorityClasses, one Topology per environment,
 one ResourceFlavor per pool, the cohort with its shared pool, a ClusterQueue per team and a LocalQueue in every
-team namespace. Every number and order comes from Platform.queueing (infra/spec/queueing.py)."""
+team namespace. Every number and order comes from Platform.queueing (infra/spec/queues/queueing.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, nam
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics, webhooks
 from infra.spec import Flavor, Platform, TeamFacts
 from infra.spec.base import format_amount
-from infra.spec.queueing import TeamQueue, topology_name
+from infra.spec.queues.queueing import TeamQueue, topology_name
 from infra.vocabulary import TEAM_LABEL
 
 API = "kueue.x-k8s.io/v1beta2"

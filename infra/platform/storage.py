@@ -15,7 +15,7 @@ from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from infra.spec import Platform
 from infra.spec.hybrid.burst_data import pull_secrets
-from infra.spec.storage import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
 

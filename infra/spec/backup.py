@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.cron import Cron
-from infra.spec.storage import StorageFacts, storage_of
+from infra.spec.storage.model import StorageFacts, storage_of
 
 DURATION = r"^[0-9]+h$"
 DRILL_PREFIX = "drill-"

@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING, Any
 from infra.spec import runtimes
 from infra.spec.backup import BackupFacts, backup_of
 from infra.spec.base import parse_quantity
-from infra.spec.borrowing import whole_pool_problem
 from infra.spec.cluster import GpuStack
-from infra.spec.flavors import CPU, MEMORY, Flavor, build_flavor
+from infra.spec.frontdoor.web_access import FrontDoorFacts, derive_front_door
 from infra.spec.input.errors import SpecError, rooted
 from infra.spec.input.keys import PLATFORM_KEY
 from infra.spec.observability import ObservabilityFacts, derive_observability
 from infra.spec.platform import PlatformSpec
 from infra.spec.pools import PoolSpec
 from infra.spec.prerequisites import Prerequisites, derive_prerequisites
-from infra.spec.queueing import QueueingFacts, derive_queueing
-from infra.spec.storage import TEAM_DATA_ACCOUNT, StorageFacts
+from infra.spec.queues.borrowing import whole_pool_problem
+from infra.spec.queues.flavors import CPU, MEMORY, Flavor, build_flavor
+from infra.spec.queues.queueing import QueueingFacts, derive_queueing
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT, StorageFacts
 from infra.spec.teams import TeamSpec, acceptance_namespace
 from infra.spec.versions import Verdict, verdicts
-from infra.spec.web_access import FrontDoorFacts, derive_front_door
 
 if TYPE_CHECKING:
     from infra.spec.hybrid.model import Hybrid, Member
@@ -83,7 +83,7 @@ class Platform:
 
     @functools.cached_property
     def queueing(self) -> QueueingFacts:
-        """Priorities, flavor order, Topologies and each team's ClusterQueue entries (infra/spec/queueing.py)."""
+        """Priorities, flavor order, Topologies and each team's ClusterQueue entries (infra/spec/queues/queueing.py)."""
         return derive_queueing(self.spec.queueing, self.spec.pools, self.spec.teams, self.flavors, self.teams,
                                self.covered_resources, self.shared_pool)
 

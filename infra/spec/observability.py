@@ -24,7 +24,7 @@ from infra.spec import metrics
 from infra.spec.base import Strict, VolumeSize, parse_quantity
 from infra.spec.clouds import CLOUDS
 from infra.spec.clouds.gcp import GOOGLE_MANAGED_PROMETHEUS
-from infra.spec.storage import BLOCK
+from infra.spec.storage.model import BLOCK
 
 Severity = Literal["critical", "warning", "info"]
 PAGED: tuple[Severity, ...] = ("critical", "warning")

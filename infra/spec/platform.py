@@ -10,14 +10,14 @@ from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import ClusterSpec
-from infra.spec.frontdoor import FrontDoorSpec, check_front_door
+from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
 from infra.spec.policy import PolicySpec
 from infra.spec.pools import MAX_NODES, PoolSpec
-from infra.spec.queueing import Queueing, check_queueing
+from infra.spec.queues.queueing import Queueing, check_queueing
 from infra.spec.runtimes import available as available_runtimes
-from infra.spec.storage import StorageSpec
+from infra.spec.storage.model import StorageSpec
 from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace, check_group_personas
 from infra.spec.versions import Versions, verdicts
 

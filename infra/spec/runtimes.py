@@ -22,7 +22,7 @@ import yaml
 from infra import vocabulary
 from infra.kit import paths
 from infra.spec.base import parse_quantity
-from infra.spec.flavors import distinct_tolerations
+from infra.spec.queues.flavors import distinct_tolerations
 
 if TYPE_CHECKING:
     from infra.spec.derive import Flavor

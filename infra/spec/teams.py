@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from infra.spec.base import Bytes, Cidr, DnsLabel, NonNegativeInt, PositiveInt, Quantity, Strict
 from infra.spec.namespaces import reserved_problem
-from infra.spec.queueing import Preemption
+from infra.spec.queues.queueing import Preemption
 
 
 def acceptance_namespace(team: str) -> str:

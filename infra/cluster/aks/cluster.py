@@ -23,9 +23,9 @@ from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
 from infra.spec.clouds.azure import AKS_SERVICE_CIDR, aks_gpu_instance_profile, aks_pool_name
 from infra.spec.cluster import GpuStack
-from infra.spec.flavors import AKS_SPOT_TAINT
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
+from infra.spec.queues.flavors import AKS_SPOT_TAINT
 
 containerservice = azure_native.containerservice
 DNS_SERVICE_IP = "172.16.0.10"  # inside AKS_SERVICE_CIDR

@@ -3,8 +3,8 @@ existing.py for on-prem and kind), in one registry keyed by the cluster kind (th
 fact that differs by cloud is read from here; the code that creates each cluster is in infra/cluster/<kind>/.
 
 To add a cloud: a module here with its cluster section model and its FACTS, a line in CLOUDS, its key in
-infra/spec/cluster.py ClusterSpec, its storage profile in infra/spec/storage.py (Profile, a StorageSpec section), and
-its folder and line in infra/cluster/ (CLOUD_COMPONENTS)."""
+infra/spec/cluster.py ClusterSpec, its storage profile in infra/spec/storage/model.py (Profile, a StorageSpec
+section), and its folder and line in infra/cluster/ (CLOUD_COMPONENTS)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
-from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.teams import GroupName
 from infra.spec.versions import VELERO_PLUGIN
 

@@ -21,7 +21,7 @@ from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.catalog import gpu_model
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
-from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
 
 # Azure locations; True where the location has availability zones (AKS zones 1, 2, 3).

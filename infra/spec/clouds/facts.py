@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from infra.spec.storage_classes import Klass, SnapshotClass
+from infra.spec.storage.classes import Klass, SnapshotClass
 
 Fabric = Literal["none", "efa", "infiniband", "roce"]
 Form = tuple[re.Pattern[str], str]  # a pattern and the words a refusal names it by

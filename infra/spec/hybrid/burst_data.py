@@ -5,7 +5,7 @@ the job uses must already be there. A worker therefore declares where the bursti
 write checkpoints, and how it reaches them: `manager`, the team's bucket in the manager's object store, published
 to the worker at `manager.endpoint` over a network path and read with the S3 keys of a Secret the site copies to
 each bursting team namespace; `worker`, the team's bucket that the worker's own storage layer makes, reached as
-the team's `datasets` account (the cloud's workload identity, infra/spec/storage.py); or `volume`, the team's
+the team's `datasets` account (the cloud's workload identity, infra/spec/storage/model.py); or `volume`, the team's
 volume, which the plan refuses for a burst (the worker's volume of that name is another, empty one). It also
 lists the registries its nodes pull from, with the pull Secret of a private one. The offline checks
 (infra/checks/hybrid_data.py) judge the declaration against what each cluster builds.
@@ -24,7 +24,7 @@ from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.names import dns1123_subdomain
 from infra.spec.policy import RegistryPrefix
 from infra.spec.prerequisites import Need, Provision
-from infra.spec.storage import TEAM_DATA_ACCOUNT, Bucket
+from infra.spec.storage.model import TEAM_DATA_ACCOUNT, Bucket
 
 if TYPE_CHECKING:
     from infra.spec.derive import Platform

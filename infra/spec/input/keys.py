@@ -9,9 +9,9 @@ CREDENTIALS_KEY = f"{PROJECT}:backupCredentials"
 # Alertmanager's webhook receiver URL (it usually embeds a token), and Grafana's admin password.
 ALERT_WEBHOOK_KEY = f"{PROJECT}:alertWebhookUrl"
 GRAFANA_PASSWORD_KEY = f"{PROJECT}:grafanaAdminPassword"
-# The front door (infra/spec/frontdoor.py): the secret of the OIDC client registered at the identity provider (or of
-# Google's OAuth client that Dex uses), the password Dex binds to the LDAP directory with, and a laptop's static
-# users' bcrypt hashes (a YAML mapping of username to hash).
+# The front door (infra/spec/frontdoor/model.py): the secret of the OIDC client registered at the identity provider
+# (or of Google's OAuth client that Dex uses), the password Dex binds to the LDAP directory with, and a laptop's
+# static users' bcrypt hashes (a YAML mapping of username to hash).
 OIDC_CLIENT_SECRET_KEY = f"{PROJECT}:oidcClientSecret"
 LDAP_BIND_PASSWORD_KEY = f"{PROJECT}:ldapBindPassword"
 STATIC_USER_HASHES_KEY = f"{PROJECT}:staticUserHashes"

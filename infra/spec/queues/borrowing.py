@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from infra.spec.queueing import QueueFlavor, QueueingFacts, TeamQueue
+    from infra.spec.queues.queueing import QueueFlavor, QueueingFacts, TeamQueue
 
 # Where an entry's GPU borrowingLimit comes from when the team declares none.
 DEFAULT_BORROWING_LIMIT = "queueing.defaultBorrowingLimit"

@@ -2,7 +2,8 @@
 
 `frontDoor` names the host, where its certificate comes from (`tls`) and who signs people in
 (`identityProvider`). Which groups reach what is not declared here: it comes from the same `teams.<team>.groups`
-and `identity.platformAdmins` that bind the kubectl personas (infra/spec/web_access.py derives it). The platform
+and `identity.platformAdmins` that bind the kubectl personas (infra/spec/frontdoor/web_access.py derives it). The
+platform
 component that builds the gateway (Istio ingress gateway, oauth2-proxy, Dex, cert-manager, as the vendored Kubeflow
 Platform 26.03 does) reads only the derived facts. Credentials are secret config keys, never fields here
 (infra/spec/input/keys.py): the OIDC client secret, the LDAP bind password, a laptop's static users' hashes.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from infra.spec.frontdoor import FrontDoorSpec
+from infra.spec.frontdoor.model import FrontDoorSpec
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY, STATIC_USER_HASHES_KEY
 from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
 

@@ -23,7 +23,7 @@ from infra.spec.clouds.azure import Azure
 from infra.spec.clouds.gcp import Gcp
 from infra.spec.cron import Cron
 from infra.spec.names import dns1123_subdomain
-from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 
 Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]  # the clouds' are CLOUD_STORAGE's keys (tested)
 

@@ -8,9 +8,9 @@ from decimal import Decimal
 from typing import Any
 
 from infra.spec import runtimes
-from infra.spec.borrowing import DEFAULT_BORROWING_LIMIT
 from infra.spec.derive import Platform
 from infra.spec.findings import Finding
+from infra.spec.queues.borrowing import DEFAULT_BORROWING_LIMIT
 
 
 def _amount(resource: str, value: Decimal) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, Int32, NonNegativeInt32, PositiveInt32, Strict
-from infra.spec.borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
+from infra.spec.queues.borrowing import DEFAULT_BORROWING_LIMIT, Cohort, bounded
 
 if TYPE_CHECKING:
     from infra.spec.derive import Flavor, TeamFacts
