@@ -13,6 +13,7 @@ from infra.apiserver.schema import CrdIndex
 from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks import review, rules_for
 from infra.spec.versions import Versions
+from tests.kueue_cluster import MANAGED
 from tests.conftest import CRDS, capture_of, platform_of
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
@@ -32,7 +33,7 @@ def pod_set(name: str, count: int = 2, **fields: Any) -> dict[str, Any]:
 
 
 def refusals(obj: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([obj]), RULES)]
+    return [r.line() for r in review(obj, ClusterState([*MANAGED, obj]), RULES)]
 
 
 def test_a_plain_workload_is_admitted() -> None:
