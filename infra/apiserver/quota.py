@@ -120,6 +120,16 @@ def _text(value: Decimal) -> str:
     return next((f"{whole // size}{suffix}" for suffix, size in BINARY if whole and whole % size == 0), str(whole))
 
 
+def _once(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each object once by kind, namespace and name (the first copy)."""
+    seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        seen.setdefault((str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace", "")),
+                         str(meta.get("name", ""))), obj)
+    return list(seen.values())
+
+
 class Quotas:
     """The namespaces' quotas and their usage, updated by each object admitted."""
 
@@ -127,7 +137,7 @@ class Quotas:
         self.cluster = cluster
         self.used: dict[tuple[str, str], Decimal] = defaultdict(Decimal)  # (namespace, resource) -> used
         namespaces = {str(o.get("metadata", {}).get("namespace", "")) for o in cluster.of_kind("ResourceQuota")}
-        for obj in existing:
+        for obj in _once(existing):  # a hybrid stack renders a team namespace in each of its clusters: count one
             self.add(obj)
         for namespace in namespaces:
             self.add({**ROOT_CA, "metadata": {**ROOT_CA["metadata"], "namespace": namespace}})
@@ -144,7 +154,7 @@ class Quotas:
         namespace = str(obj.get("metadata", {}).get("namespace", ""))
         amounts, missing = usage(obj, self.cluster)
         found = []
-        for quota in self.cluster.of_kind("ResourceQuota"):
+        for quota in _once(self.cluster.of_kind("ResourceQuota")):
             if quota.get("metadata", {}).get("namespace") != namespace:
                 continue
             name, hard = quota["metadata"]["name"], quota.get("spec", {}).get("hard", {})
