@@ -14,8 +14,8 @@ import yaml
 from infra.apiserver.admit import answer
 from infra.apiserver.identity import PERSONAS
 from infra.apiserver.quota import Quotas
-from infra.apiserver.state import ClusterState
 from infra.apiserver.schema import CrdIndex
+from infra.apiserver.state import ClusterState
 from infra.commands import main
 from infra.offline.plan import objects
 from tests.conftest import CRDS, ROOT, capture_of, platform_of

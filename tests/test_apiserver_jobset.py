@@ -110,7 +110,8 @@ def claims(*names: str, retain: bool = False, mount: str = "cache") -> dict[str,
 
 
 def review_with(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*MANAGED, *cluster, obj]), RULES) if r.family == "webhook:jobset"]
+    state = ClusterState([*MANAGED, *cluster, obj])
+    return [r.line() for r in review(obj, state, RULES) if r.family == "webhook:jobset"]
 
 
 def test_volume_claim_templates_are_unique_mounted_and_not_shadowed() -> None:

@@ -31,7 +31,8 @@ HINT = ('. Adjust either the "TrainJob.spec.runtimePatches" or the "TrainingRunt
 
 
 def refusals(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*MANAGED, *cluster, obj]), RULES) if r.family == "webhook:kueue"]
+    state = ClusterState([*MANAGED, *cluster, obj])
+    return [r.line() for r in review(obj, state, RULES) if r.family == "webhook:kueue"]
 
 
 def jobset(annotations: dict[str, str], replicas: int = 2, **job: Any) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def tune(runtime: str, **trainer: Any) -> dict[str, Any]:
 
 def refusals(job: dict[str, Any]) -> list[str]:
     runtime = rt.read(job["spec"]["runtimeRef"]["name"])
-    return [r.line() for r in review(job, ClusterState([*MANAGED, runtime, job]), RULES) if r.family == "webhook:trainer"]
+    state = ClusterState([*MANAGED, runtime, job])
+    return [r.line() for r in review(job, state, RULES) if r.family == "webhook:trainer"]
 
 
 def gpus(count: int) -> dict[str, Any]:

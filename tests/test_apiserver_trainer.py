@@ -13,8 +13,8 @@ from infra.apiserver.webhooks import review, rules_for
 from infra.apiserver.webhooks.trainer_v2_2 import torchtune_model
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
-from tests.kueue_cluster import MANAGED
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 TRAINER = "trainer.kubeflow.org/v1alpha1"

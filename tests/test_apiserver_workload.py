@@ -13,8 +13,8 @@ from infra.apiserver.schema import CrdIndex
 from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks import review, rules_for
 from infra.spec.versions import Versions
-from tests.kueue_cluster import MANAGED
 from tests.conftest import CRDS, capture_of, platform_of
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 ELASTIC = "kueue.x-k8s.io/elastic-job"

@@ -19,7 +19,7 @@ from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal
 
 FAMILY = "quota"
-ROOT_CA = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"}}
+ROOT_CA = "kube-root-ca.crt"
 CORE_COUNTS = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps", "Secret": "secrets",
                "PersistentVolumeClaim": "persistentvolumeclaims", "ReplicationController": "replicationcontrollers",
                "ResourceQuota": "resourcequotas"}
@@ -140,7 +140,7 @@ class Quotas:
         for obj in _once(existing):  # a hybrid stack renders a team namespace in each of its clusters: count one
             self.add(obj)
         for namespace in namespaces:
-            self.add({**ROOT_CA, "metadata": {**ROOT_CA["metadata"], "namespace": namespace}})
+            self.add({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA, "namespace": namespace}})
 
     def add(self, obj: dict[str, Any]) -> None:
         namespace = str(obj.get("metadata", {}).get("namespace", ""))

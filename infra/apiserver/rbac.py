@@ -187,6 +187,7 @@ QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "pods/exec", ("create",)),
     ("", "persistentvolumeclaims", ("create",)),
     ("batch", "jobs", ("get",)),
+    ("batch", "cronjobs", ("create",)),
     ("trainer.kubeflow.org", "trainjobs", ("get", "create", "delete")),
     ("trainer.kubeflow.org", "trainingruntimes", ("get", "create")),
     ("kueue.x-k8s.io", "localqueues", ("get", "update")),

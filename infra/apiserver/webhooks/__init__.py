@@ -8,11 +8,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from infra.apiserver.selectors import matches_selector
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal, Unchecked
-from infra.apiserver.selectors import matches_selector
-from infra.apiserver.webhooks import (jobset_v0_12, kueue_v0_19, kueue_v0_19_jobs, kueue_v0_19_tas,
-                                      kueue_v0_19_workload, trainer_v2_2)
+from infra.apiserver.webhooks import (
+    jobset_v0_12,
+    kueue_v0_19,
+    kueue_v0_19_jobs,
+    kueue_v0_19_tas,
+    kueue_v0_19_workload,
+    trainer_v2_2,
+)
 from infra.spec.versions import Versions, minor
 
 Check = Callable[[dict[str, Any], ClusterState], list[Refusal]]

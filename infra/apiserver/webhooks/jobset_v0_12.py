@@ -198,7 +198,8 @@ def _volume_claims(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
 # api/jobset/v1alpha2/jobset_types.go and batch/v1 JobCompletionIndexAnnotation
 JOBSET_NAME, REPLICATED_JOB, JOB_INDEX = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
                                           "jobset.sigs.k8s.io/job-index")
-EXCLUSIVE, NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/exclusive-topology", "alpha.jobset.sigs.k8s.io/node-selector"
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
