@@ -207,3 +207,41 @@ def test_the_command_names_who_asks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["admit", STACK, *files, "--crds", str(CRDS), "--as", "ml-engineer:vision"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("as ml-engineer:vision: user 'ml-engineer@vision', groups oidc:vision-eng")
+
+
+def _trainjob(i: int) -> dict[str, Any]:
+    return _obj("TrainJob", f"t{i}", api="trainer.kubeflow.org/v1alpha1", spec={"runtimeRef": {"name": "x"}})
+
+
+def test_trainjobs_count_against_count_trainjobs_exactly_at_the_quota_passes() -> None:
+    rendered = [o for _, o in objects(capture_of(STACK))]
+    quotas = Quotas(ClusterState(rendered), rendered)
+    for i in range(100):
+        assert quotas.review(_trainjob(i)) == []
+        quotas.add(_trainjob(i))
+    assert quotas.review(_trainjob(100))[0].message == (
+        "exceeded quota: team-quota, requested: count/trainjobs.trainer.kubeflow.org=1, used: "
+        "count/trainjobs.trainer.kubeflow.org=100, limited: count/trainjobs.trainer.kubeflow.org=100")
+
+
+def test_storage_per_class_and_unset_compute_as_the_quota_plugin_answers() -> None:
+    quota = _obj("ResourceQuota", "q", "lab", spec={"hard": {
+        "fast.storageclass.storage.k8s.io/requests.storage": "10Gi",
+        "fast.storageclass.storage.k8s.io/persistentvolumeclaims": "1", "limits.cpu": "4"}})
+    state = ClusterState([quota])
+    quotas = Quotas(state, [])
+
+    def claim(name: str, size: str, storage_class: str = "fast") -> dict[str, Any]:
+        found = _claim(name, size)
+        found["metadata"]["namespace"], found["spec"]["storageClassName"] = "lab", storage_class
+        return found
+    assert quotas.review(claim("a", "10Gi")) == []
+    over = quotas.review(claim("a", "11Gi"))[0].message
+    assert "requested: fast.storageclass.storage.k8s.io/requests.storage=11Gi" in over
+    assert quotas.review(claim("a", "11Gi", "slow")) == []  # another class: not this quota's
+    quotas.add(claim("a", "1Gi"))
+    assert "fast.storageclass.storage.k8s.io/persistentvolumeclaims=1" in quotas.review(claim("b", "1Gi"))[0].message
+    pod = _obj("Pod", "p", "lab", spec={"containers": [{"name": "c", "image": "i"}]})
+    assert quotas.review(pod)[0].message == "failed quota: q: must specify limits.cpu"
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "4"}}
+    assert quotas.review(pod) == []

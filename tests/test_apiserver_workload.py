@@ -140,7 +140,8 @@ def test_admit_gives_a_submitted_workload_the_webhooks_answer() -> None:
     # status is Kueue's to write: dropped on create, so its CEL rule (clusterName excludes nominatedClusterNames)
     # does not refuse the Workload
     good["status"] = {"clusterName": "a", "nominatedClusterNames": ["b"]}
-    lines, refused = answer(platform, capture_of("onprem-lab"), [good, bad], crds)
+    # Workloads are Kueue's to create (engineers may only read them): submitted as the platform
+    lines, refused = answer(platform, capture_of("onprem-lab"), [good, bad], crds, "platform")
     assert refused == 1
     assert "admitted Workload/vision/wl" in lines
     assert ("refused Workload/vision/wl-bad: webhook:kueue: spec.podSets[0].template.spec.containers[0].resources."
