@@ -11,6 +11,7 @@ import pytest
 from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks import review, rules_for
 from infra.spec.versions import Versions
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 REASONS = ["BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded", "PodFailurePolicy"]
@@ -25,7 +26,7 @@ def jobset(rules: list[dict[str, Any]] | None = None, name: str = "train", **spe
 
 
 def refusals(obj: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([obj]), RULES) if r.family == "webhook:jobset"]
+    return [r.line() for r in review(obj, ClusterState([*MANAGED, obj]), RULES) if r.family == "webhook:jobset"]
 
 
 def test_every_job_failure_reason_is_admitted_and_another_refused() -> None:
@@ -109,7 +110,8 @@ def claims(*names: str, retain: bool = False, mount: str = "cache") -> dict[str,
 
 
 def review_with(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*cluster, obj]), RULES) if r.family == "webhook:jobset"]
+    state = ClusterState([*MANAGED, *cluster, obj])
+    return [r.line() for r in review(obj, state, RULES) if r.family == "webhook:jobset"]
 
 
 def test_volume_claim_templates_are_unique_mounted_and_not_shadowed() -> None:

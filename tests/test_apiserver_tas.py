@@ -16,6 +16,7 @@ from infra.apiserver.webhooks import review, rules_for
 from infra.apiserver.webhooks.podsets import trainjob_pod_sets
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 SLICE = "kueue.x-k8s.io/podset-slice-required-topology"
@@ -30,7 +31,8 @@ HINT = ('. Adjust either the "TrainJob.spec.runtimePatches" or the "TrainingRunt
 
 
 def refusals(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*cluster, obj]), RULES) if r.family == "webhook:kueue"]
+    state = ClusterState([*MANAGED, *cluster, obj])
+    return [r.line() for r in review(obj, state, RULES) if r.family == "webhook:kueue"]
 
 
 def jobset(annotations: dict[str, str], replicas: int = 2, **job: Any) -> dict[str, Any]:

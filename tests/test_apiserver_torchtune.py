@@ -14,6 +14,7 @@ from infra.apiserver.webhooks import review, rules_for
 from infra.apiserver.webhooks.trainer_v2_2 import torchtune_config
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 QLORA = ["model.quantize_base=True"]
@@ -31,7 +32,8 @@ def tune(runtime: str, **trainer: Any) -> dict[str, Any]:
 
 def refusals(job: dict[str, Any]) -> list[str]:
     runtime = rt.read(job["spec"]["runtimeRef"]["name"])
-    return [r.line() for r in review(job, ClusterState([runtime, job]), RULES) if r.family == "webhook:trainer"]
+    state = ClusterState([*MANAGED, runtime, job])
+    return [r.line() for r in review(job, state, RULES) if r.family == "webhook:trainer"]
 
 
 def gpus(count: int) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from infra.apiserver.webhooks.trainer_v2_2 import torchtune_model
 from infra.spec import runtimes as rt
 from infra.spec.versions import Versions
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 TRAINER = "trainer.kubeflow.org/v1alpha1"
 
 
 def refusals(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*cluster, obj]), RULES)]
+    return [r.line() for r in review(obj, ClusterState([*MANAGED, *cluster, obj]), RULES)]
 
 
 def trainjob(runtime: str, **trainer: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks import REGISTRY, review, rules_for
 from infra.spec.versions import Versions
+from tests.kueue_cluster import MANAGED
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 TRAINER = "trainer.kubeflow.org/v1alpha1"
@@ -20,7 +21,7 @@ GROUP = "kueue.x-k8s.io/podset-group-name"
 
 
 def refusals(obj: dict[str, Any], *cluster: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([*cluster, obj]), RULES)]
+    return [r.line() for r in review(obj, ClusterState([*MANAGED, *cluster, obj]), RULES)]
 
 
 def _cq(groups: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:

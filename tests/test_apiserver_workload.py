@@ -14,6 +14,7 @@ from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks import review, rules_for
 from infra.spec.versions import Versions
 from tests.conftest import CRDS, capture_of, platform_of
+from tests.kueue_cluster import MANAGED
 
 RULES, _ = rules_for(Versions(kueue="0.19.2", trainer="2.2.1", jobset="0.12.0"))
 ELASTIC = "kueue.x-k8s.io/elastic-job"
@@ -32,7 +33,7 @@ def pod_set(name: str, count: int = 2, **fields: Any) -> dict[str, Any]:
 
 
 def refusals(obj: dict[str, Any]) -> list[str]:
-    return [r.line() for r in review(obj, ClusterState([obj]), RULES)]
+    return [r.line() for r in review(obj, ClusterState([*MANAGED, obj]), RULES)]
 
 
 def test_a_plain_workload_is_admitted() -> None:
@@ -139,7 +140,8 @@ def test_admit_gives_a_submitted_workload_the_webhooks_answer() -> None:
     # status is Kueue's to write: dropped on create, so its CEL rule (clusterName excludes nominatedClusterNames)
     # does not refuse the Workload
     good["status"] = {"clusterName": "a", "nominatedClusterNames": ["b"]}
-    lines, refused = answer(platform, capture_of("onprem-lab"), [good, bad], crds)
+    # Workloads are Kueue's to create (engineers may only read them): submitted as the platform
+    lines, refused = answer(platform, capture_of("onprem-lab"), [good, bad], crds, "platform")
     assert refused == 1
     assert "admitted Workload/vision/wl" in lines
     assert ("refused Workload/vision/wl-bad: webhook:kueue: spec.podSets[0].template.spec.containers[0].resources."

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
 
+from infra.apiserver.admit import answer
 from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_custom
 from infra.platform.admission import WORKLOADS, policies
 from infra.spec import runtimes as rt
@@ -180,3 +181,39 @@ def test_every_manifest_passes_the_stacks_admission_policies(project: str) -> No
             matched = {r for rule in policy["matchConstraints"]["resourceRules"] for r in rule["resources"]}
             if resource in matched:
                 assert denials(policy, obj, resource, obj["metadata"]["namespace"]) == [], (obj["kind"], name)
+
+
+ALL = ["local", "onprem-lab", "aws-prod", "gcp-prod", "azure-prod", "hybrid-burst"]
+
+
+def _on_stack(project: str, stack: str) -> list[dict[str, Any]]:
+    """The project as a team of the stack applies it: in `vision` where the stack has it, else its first team."""
+    platform = platform_of(stack)
+    team = next((t for t in platform.teams if t.name == "vision"), platform.teams[0])
+    text = "\n---\n".join(p.read_text(encoding="utf-8") for p in sorted((EXAMPLES / project).glob("*.yaml")))
+    return [d for d in yaml.safe_load_all(text.replace("vision", team.name)) if d]
+
+
+def _applies(project: str, stack: str) -> bool:
+    """Where the example applies: the stack's queues cover (or Kueue leaves out) every resource its TrainJob asks
+    a node for, and its runtime is installed."""
+    platform = platform_of(stack)
+    trainjob = one(project, "TrainJob")
+    per_node = trainjob["spec"]["trainer"].get("resourcesPerNode", {})
+    names = {*per_node.get("requests", {}), *per_node.get("limits", {})}
+    covered = set(platform.covered_resources)
+    return trainjob["spec"]["runtimeRef"]["name"] in {r["metadata"]["name"] for r in platform.runtimes} and all(
+        n in covered or n.startswith(platform.queueing.exclude_resource_prefixes) for n in names)
+
+
+@pytest.mark.parametrize("stack", ALL)
+def test_admit_admits_every_example_as_the_engineer_of_its_team(stack: str, crds_dir: Path) -> None:
+    """`trainyard admit`, one project at a time, as the team's ml-engineer (RBAC, admission, quota, queues)."""
+    platform = platform_of(stack)
+    index = CrdIndex(crds_dir, platform.spec.versions.crd_dirs())
+    applied = [p for p in PROJECTS if _applies(p, stack)]
+    assert "cpu-batch" in applied  # with its scheduled variant, on every stack
+    for project in applied:
+        lines, refused = answer(platform, capture_of(stack), _on_stack(project, stack), index)
+        assert refused == 0, (project, [line for line in lines if line.startswith("refused")])
+    assert any(d["kind"] == "CronJob" for d in _on_stack("cpu-batch", stack))

@@ -263,6 +263,8 @@ INTENDED: dict[tuple[str, str, str], tuple[bool, bool]] = {
     ("analyst", "create", "/persistentvolumeclaims"): _D, ("ci", "create", "/persistentvolumeclaims"): _D,
     ("platform-admin", "get", "batch/jobs"): _ALL, ("ml-engineer", "get", "batch/jobs"): _OWN,
     ("analyst", "get", "batch/jobs"): _OWN, ("ci", "get", "batch/jobs"): _D,
+    ("ml-engineer", "create", "batch/cronjobs"): _OWN,
+    **{(p, "create", "batch/cronjobs"): _D for p in ("platform-admin", "analyst", "ci")},
     ("platform-admin", "get", "trainer.kubeflow.org/trainjobs"): _ALL,
     **{(p, "get", "trainer.kubeflow.org/trainjobs"): _OWN for p in ("ml-engineer", "analyst", "ci")},
     ("platform-admin", "create", "trainer.kubeflow.org/trainjobs"): _D,
@@ -300,3 +302,23 @@ def test_the_access_matrix_is_the_intended_one(stack: str) -> None:
     assert set(computed) == set(INTENDED)
     if stack == "onprem-lab":  # every persona is bound there: the matrix must be exactly the intended one
         assert computed == INTENDED
+
+
+def test_the_api_servers_authorizer_gives_the_access_matrix_answers() -> None:
+    """`admit`'s RBAC (subjects matched by user and group, as the API server does) and the matrix (bindings by their
+    persona label) are one model: for every question, each persona's identity gets the matrix's answer."""
+    from infra.apiserver.identity import resolve
+    from infra.apiserver.rbac import OTHER_NS, OWN_NS, QUESTIONS, Authorizer, decisions
+    from infra.offline.plan import objects
+
+    capture = capture_of("onprem-lab")
+    authorizer = Authorizer([obj for _, obj in objects(capture)])
+    table = decisions(capture)
+    platform = platform_of("onprem-lab")
+    for persona in ("platform-admin", "ml-engineer", "analyst", "ci"):
+        who = resolve(platform, persona if persona == "platform-admin" else f"{persona}:vision", [])[1]
+        for group, resource, verbs in QUESTIONS:
+            for verb in verbs:
+                for where, namespace in ((OWN_NS, "vision"), (OTHER_NS, "nlp")):
+                    assert authorizer.allows(who, verb, group, resource, namespace) == \
+                        table[(persona, verb, group, resource, where)], (persona, verb, resource, where)

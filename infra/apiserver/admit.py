@@ -8,6 +8,10 @@ from typing import Any
 
 import yaml
 
+from infra.apiserver import identity as identities
+from infra.apiserver.quota import Quotas
+from infra.apiserver.rbac import Authorizer, Identity, forbidden
+from infra.apiserver.resources import resource
 from infra.apiserver.review import Reviewer
 from infra.apiserver.schema import CrdIndex
 from infra.apiserver.state import ClusterState, decoded
@@ -18,7 +22,6 @@ from infra.spec import Platform, SpecError, load_file, stack_path
 from infra.spec.input import yaml_input
 from infra.spec.input.load import read_stack_config
 
-TENANT = "trainyard-tenant"  # the user the policies see: a tenant, not the platform
 CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "ClusterTrainingRuntime", "ClusterQueue",
                             "ResourceFlavor", "Cohort", "Topology", "WorkloadPriorityClass", "PriorityClass",
                             "StorageClass", "PersistentVolume", "CustomResourceDefinition", "Node",
@@ -65,37 +68,61 @@ def _missing_namespace(obj: dict[str, Any], cluster: ClusterState) -> list[Refus
     return []
 
 
+def _rbac(obj: dict[str, Any], who: Identity, authorizer: Authorizer, cluster: ClusterState) -> list[Refusal]:
+    """The RBAC authorizer's answer to `create` on the object's resource, before any admission plugin."""
+    found = resource(obj, cluster)
+    namespace = str(obj.get("metadata", {}).get("namespace", "")) if found.namespaced else ""
+    if authorizer.allows(who, "create", found.group, found.plural, namespace):
+        return []
+    name = str(obj.get("metadata", {}).get("name", ""))
+    return [Refusal("rbac", "", forbidden(who, "create", found.group, found.plural, namespace, name), "Forbidden")]
+
+
 def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
-           crds: CrdIndex | None) -> tuple[list[str], int]:
+           crds: CrdIndex | None, as_: str | None = None) -> tuple[list[str], int]:
     """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
-    what the stack renders plus what is submitted together. Each is a CREATE: the API server drops `status`
-    before admission (it is the controllers' to write, through the status subresource)."""
+    what the stack renders plus what is submitted together, each object created in turn by the identity `--as`
+    names: RBAC first, then admission, the namespace's quotas last (an admitted object counts against them for
+    the next). Each is a CREATE: the API server drops `status` before admission (it is the controllers' to
+    write, through the status subresource)."""
     submitted = [decoded({key: value for key, value in obj.items() if key != "status"}) for obj in submitted]
-    cluster = ClusterState([obj for _, obj in objects(capture)] + submitted)
+    rendered = [obj for _, obj in objects(capture)]
+    cluster = ClusterState(rendered + submitted)
+    _, who = identities.resolve(platform, as_, submitted)
+    authorizer = Authorizer(rendered)
+    quotas = Quotas(cluster, rendered)
     reviewer = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes)
     lines: list[str] = []
     refused = 0
     unchecked = set()
     for obj in submitted:
-        verdict = reviewer.review(obj, user=TENANT)
-        refusals = _missing_namespace(obj, cluster) + verdict.refusals
-        unchecked.update(verdict.unchecked)
+        refusals = _missing_namespace(obj, cluster) or _rbac(obj, who, authorizer, cluster)
+        warnings: list[Refusal] = []
+        if not refusals:
+            verdict = reviewer.review(obj, user=who.user, groups=who.groups)
+            unchecked.update(verdict.unchecked)
+            warnings = verdict.warnings
+            refusals = verdict.refusals or quotas.review(obj)
+        if not refusals:
+            quotas.add(obj)
         refused += bool(refusals)
         lines += [f"refused {subject(obj)}: {r.line()}" for r in refusals] or [f"admitted {subject(obj)}"]
-        lines += [f"warning {subject(obj)}: {w.line()}" for w in verdict.warnings]
+        lines += [f"warning {subject(obj)}: {w.line()}" for w in warnings]
     lines += [f"not checked offline: {item.where}: {item.why}" for item in sorted(unchecked)]
     if crds is None:
         lines.append("not checked offline: custom resources against their CRDs (no CRD directory; pass --crds DIR)")
     return lines, refused
 
 
-def admit(stack: str, files: list[str], crds_dir: Path | None, root: Path) -> int:
+def admit(stack: str, files: list[str], crds_dir: Path | None, root: Path, as_: str | None = None) -> int:
     submitted = read_manifests(files)
     path = stack_path(stack, root)
     platform = load_file(path)
+    who_name, who = identities.resolve(platform, as_, submitted)  # bad --as is bad input before any work
     capture = engine.run(platform.stack, read_stack_config(path))
     crds = CrdIndex(crds_dir, platform.spec.versions.crd_dirs()) if crds_dir else None
-    lines, refused = answer(platform, capture, submitted, crds)
+    lines, refused = answer(platform, capture, submitted, crds, as_)
+    print(f"as {who_name}: user {who.user!r}, groups {', '.join(who.groups)}")
     print("\n".join(lines))
     print(f"admit {platform.stack}: {len(submitted) - refused} admitted, {refused} refused")
     return 1 if refused else 0

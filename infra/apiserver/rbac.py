@@ -31,6 +31,9 @@ SCOPES = {
 BROAD_ROLES = frozenset({"cluster-admin", "admin", "edit"})
 GROUP_ORDER = ("", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "visibility.kueue.x-k8s.io",
                "jobset.x-k8s.io")
+MASTERS = "system:masters"  # the group the API server lets past every authorizer (the platform's deploy identity)
+
+
 @dataclass(frozen=True)
 class Grant:
     persona: str
@@ -99,6 +102,80 @@ def grants(capture: Capture) -> tuple[set[Grant], set[tuple[str, str, str]]]:
     return found, upstream
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who asks: the user name and groups the API server authenticates a request to."""
+
+    user: str
+    groups: tuple[str, ...]
+
+
+def _subject_matches(subject: dict[str, Any], identity: Identity) -> bool:
+    """k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac appliesToUser: a User by name, a Group by membership, a
+    ServiceAccount by its `system:serviceaccount:<namespace>:<name>` user name."""
+    kind, name = subject.get("kind"), subject.get("name", "")
+    if kind == "User":
+        return bool(name == identity.user)
+    if kind == "Group":
+        return name in identity.groups
+    if kind == "ServiceAccount":
+        return identity.user == f"system:serviceaccount:{subject.get('namespace', '')}:{name}"
+    return False
+
+
+def _rule_allows(rule: dict[str, Any], verb: str, group: str, resource: str) -> bool:
+    """rbac/v1 helpers VerbMatches, APIGroupMatches, ResourceMatches; a rule limited to resourceNames never
+    allows a create (the request has no name yet), as ResourceNameMatches answers for an empty name."""
+    def has(values: Any, value: str) -> bool:
+        return "*" in (values or []) or value in (values or [])
+    return (has(rule.get("verbs"), verb) and has(rule.get("apiGroups"), group) and has(rule.get("resources"), resource)
+            and not (rule.get("resourceNames") and verb == "create"))
+
+
+class Authorizer:
+    """The RBAC authorizer of one cluster: the Roles, ClusterRoles (aggregated as the controller fills them) and
+    bindings it holds, whatever their labels. Roles bound but not in it (built-in ones) grant nothing here."""
+
+    def __init__(self, cluster_objects: Iterable[dict[str, Any]]) -> None:
+        cluster_roles: list[dict[str, Any]] = []
+        self._roles: dict[str, list[dict[str, Any]]] = {}
+        self._bindings: list[dict[str, Any]] = []
+        for obj in cluster_objects:
+            kind, meta = obj.get("kind"), obj.get("metadata", {})
+            if not str(obj.get("apiVersion", "")).startswith("rbac.authorization.k8s.io/"):
+                continue
+            if kind == "ClusterRole":
+                cluster_roles.append(obj)
+            elif kind == "Role":
+                self._roles[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = list(obj.get("rules") or [])
+            elif kind in ("RoleBinding", "ClusterRoleBinding"):
+                self._bindings.append(obj)
+        self._roles |= {f"/{name}": rules for name, rules in aggregated(cluster_roles).items()}
+
+    def allows(self, identity: Identity, verb: str, group: str, resource: str, namespace: str) -> bool:
+        """Whether any binding that names the identity grants `verb` on `group/resource` in `namespace` ("" for a
+        cluster-scoped object): ClusterRoleBindings everywhere, RoleBindings in their own namespace."""
+        if MASTERS in identity.groups:
+            return True
+        for binding in self._bindings:
+            meta = binding.get("metadata", {})
+            if binding["kind"] == "RoleBinding" and (not namespace or meta.get("namespace") != namespace):
+                continue
+            if not any(_subject_matches(s, identity) for s in binding.get("subjects") or []):
+                continue
+            if any(_rule_allows(rule, verb, group, resource) for rule in self._roles.get(_role_key(binding), [])):
+                return True
+        return False
+
+
+def forbidden(identity: Identity, verb: str, group: str, resource: str, namespace: str, name: str) -> str:
+    """The API server's Forbidden message (k8s.io/apiserver endpoints/handlers/responsewriters forbiddenMessage)."""
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    qualified = f"{resource}.{group}" if group else resource
+    return (f'{qualified} "{name}" is forbidden: User "{identity.user}" cannot {verb} resource "{resource}" in API '
+            f'group "{group}"{where}')
+
+
 OWN_NS, OTHER_NS = "own namespace", "another team's namespace"
 WRITES = ("create", "update", "patch", "delete")
 # The questions the access matrix answers for every persona (group, resource, verbs), in both places.
@@ -111,6 +188,7 @@ QUESTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "pods/exec", ("create",)),
     ("", "persistentvolumeclaims", ("create",)),
     ("batch", "jobs", ("get",)),
+    ("batch", "cronjobs", ("create",)),
     ("trainer.kubeflow.org", "trainjobs", ("get", "create", "delete")),
     ("trainer.kubeflow.org", "trainingruntimes", ("get", "create")),
     ("kueue.x-k8s.io", "localqueues", ("get", "update")),

@@ -48,7 +48,7 @@ class Reviewer:
         return [Refusal("schema", "", problem) for problem in problems]
 
     def review(self, obj: dict[str, Any], operation: str = "CREATE", user: str = "trainyard",
-               queues_too: bool = True) -> Verdict:
+               queues_too: bool = True, groups: tuple[str, ...] = ("system:authenticated",)) -> Verdict:
         verdict = Verdict(refusals=self.schema(obj), unchecked=list(self.missing_webhooks))
         crd_schema = self.crds.schema(obj.get("apiVersion", ""), obj.get("kind", "")) \
             if self.crds is not None and is_custom(obj, self.crds) else None
@@ -64,17 +64,52 @@ class Reviewer:
             return verdict
         try:
             verdict.refusals += webhooks.review(obj, self.cluster, self.webhook_rules)
-            policies = vap.evaluate(vap.Request(obj, operation, user), self.cluster)
+            policies = vap.evaluate(vap.Request(obj, operation, user, groups), self.cluster)
             verdict.refusals += policies.refusals
             verdict.warnings += policies.warnings
             verdict.unchecked += policies.unchecked
             verdict.rules += policies.evaluated
             verdict.refusals += podsecurity.review(obj, self.cluster)
-            if queues_too:
+            if queues_too and self.cluster.kueue_manages(obj):  # Kueue makes no Workload for what it does not manage
                 verdict.refusals += queues.review(obj, self.cluster, self.kueue_excluded)
         except (AttributeError, TypeError, KeyError, ValueError, IndexError) as error:
             # Only an object no schema vetted gets here malformed (a custom resource without its CRD): a webhook
             # that cannot decode it into its Go type refuses it, and so does this review.
             verdict.refusals.append(Refusal("decode", "", f"a field has the wrong type or shape for {obj.get('kind')} "
                                             f"({type(error).__name__}: {str(error)[:120]}): fix the manifest"))
+        if obj.get("kind") == "CronJob" and str(obj.get("apiVersion", "")).startswith("batch/") and verdict.admitted:
+            verdict = self._scheduled_job(obj, operation, verdict)
         return verdict
+
+    def _scheduled_job(self, cron_job: dict[str, Any], operation: str, verdict: Verdict) -> Verdict:
+        """A CronJob's Jobs meet what a Job meets, created by the cronjob controller: its template judged as one
+        (the API server admits the CronJob itself either way; its Jobs would be refused at every run)."""
+        job = scheduled_job(cron_job)
+        run = self.review(job, operation, CRONJOB_CONTROLLER, groups=CONTROLLER_GROUPS)
+        verdict.refusals += [Refusal(r.family, "spec.jobTemplate" + (f".{r.field}" if r.field else ""),
+                                     f"its Jobs would be refused: {r.message}", r.reason) for r in run.refusals]
+        verdict.warnings += run.warnings
+        verdict.unchecked += [u for u in run.unchecked if u not in verdict.unchecked]
+        verdict.rules += run.rules
+        return verdict
+
+
+CRONJOB_CONTROLLER = "system:serviceaccount:kube-system:cronjob-controller"
+CONTROLLER_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
+
+
+def scheduled_job(cron_job: dict[str, Any]) -> dict[str, Any]:
+    """The Job the cronjob controller creates at a scheduled time (k8s.io/kubernetes pkg/controller/cronjob
+    getJobFromTemplate2): the template's labels, annotations and spec, named `<cronjob>-<minutes since epoch>`,
+    owned by the CronJob."""
+    meta = cron_job.get("metadata", {})
+    template = cron_job.get("spec", {}).get("jobTemplate", {})
+    template_meta = template.get("metadata", {})
+    job_meta: dict[str, Any] = {"name": f"{meta.get('name', '')}-29000000", "namespace": meta.get("namespace", ""),
+                                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                                                     "name": meta.get("name", ""), "uid": "cronjob",
+                                                     "controller": True, "blockOwnerDeletion": True}]}
+    for key in ("labels", "annotations"):
+        if template_meta.get(key):
+            job_meta[key] = dict(template_meta[key])
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": template.get("spec", {})}

@@ -5,7 +5,11 @@ that read the cluster (the Trainer's runtime lookup, Kueue's queues) read this i
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
+
+from infra.apiserver import kueue_config
+from infra.apiserver.selectors import matches_selector
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every namespace
@@ -35,6 +39,19 @@ class ClusterState:
         self._by_kind: dict[str, list[dict[str, Any]]] = {}
         for obj in self.objects:
             self._by_kind.setdefault(str(obj.get("kind", "")), []).append(obj)
+
+    @cached_property
+    def kueue(self) -> kueue_config.KueueConfig:
+        return kueue_config.read(self.objects)
+
+    def kueue_manages(self, obj: dict[str, Any]) -> bool:
+        """Whether Kueue registers its job rules for the object: its framework is integrated and its namespace is
+        one managedJobsNamespaceSelector selects (the selector the chart also gives the job webhooks)."""
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        if not self.kueue.integrates(group, str(obj.get("kind", ""))):
+            return False
+        labels = self.namespace_labels(_namespace(obj))
+        return labels is not None and matches_selector(self.kueue.namespace_selector, labels)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return self._by_kind.get(kind, [])

@@ -39,6 +39,7 @@ class Request:
     obj: dict[str, Any]
     operation: str = "CREATE"
     user: str = "trainyard"
+    groups: tuple[str, ...] = ("system:authenticated",)
 
     @property
     def group(self) -> str:
@@ -58,7 +59,7 @@ class Request:
                 "name": self.obj.get("metadata", {}).get("name", ""),
                 "resource": {"group": self.group, "version": self.version, "resource": resource},
                 "kind": {"group": self.group, "version": self.version, "kind": self.obj.get("kind", "")},
-                "userInfo": {"username": self.user, "groups": ["system:authenticated"]}, "dryRun": False}
+                "userInfo": {"username": self.user, "groups": list(self.groups)}, "dryRun": False}
 
 
 def _rule_matches(rule: dict[str, Any], request: Request) -> bool:

@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     crds = Path(args.crds) if args.crds else default_crds_dir(ROOT)
     if crds is not None and not crds.is_dir():
         raise SpecError("--crds", f"{crds} is not a directory of CRDs (<component>/<minor>/*.yaml)")
-    return admit(args.stack, args.files, crds, ROOT)
+    return admit(args.stack, args.files, crds, ROOT, args.as_)
 
 
 def register(sub: Subparsers) -> None:
@@ -23,4 +23,7 @@ def register(sub: Subparsers) -> None:
     parser.add_argument("stack", help=STACK_HELP)
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests to check (multi-document YAML)")
     parser.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
+    parser.add_argument("--as", dest="as_", metavar="PERSONA[:TEAM]",
+                        help="who submits: platform, platform-admin, ml-engineer, analyst, ci or ci-serviceaccount, "
+                             "for TEAM (default: the ml-engineer of the first object's team)")
     parser.set_defaults(func=run)

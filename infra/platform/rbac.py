@@ -6,7 +6,8 @@
   Kueue object and creates jobs anywhere) is not bound. Break-glass cluster-admin is kept out of band, never bound here.
 - ml-engineer: in each team namespace, Kueue's upstream batch-user role (TrainJobs, JobSets and Jobs; reads
   LocalQueues, Workloads and pending workloads) plus what it leaves out: pods, logs, exec, the team's
-  config, secrets and volumes, and namespaced runtimes to read.
+  config, secrets and volumes, namespaced runtimes to read, and CronJobs (scheduled batch work; the Jobs they
+  create need the queue label and meet Pod Security and the image policy like any Job).
 - analyst: read-only on the team's jobs, logs and queues; no secrets, no config.
 - ci: submits TrainJobs and follows them, nothing else (a ServiceAccount per namespace, plus IdP groups).
 Engineers and analysts also read their team's ClusterQueue and namespaces by name, and the cluster's
@@ -76,6 +77,7 @@ PERSONA_ROLES: dict[str, tuple[str, list[dict[str, Any]]]] = {
         rule(CORE, ["events", "services", "resourcequotas", "limitranges"], READ),
         rule(CORE, ["configmaps", "secrets", "persistentvolumeclaims"], EDIT),
         rule(TRAINER, ["trainingruntimes"], READ),
+        rule(BATCH, ["cronjobs"], EDIT),  # scheduled batch work on spare CPU; its Jobs meet the queue policy
     ]),
     "trainyard-analyst": (ANALYST, [
         rule(CORE, ["pods", "events"], READ),

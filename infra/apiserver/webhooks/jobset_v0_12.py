@@ -33,7 +33,7 @@ def _names(js_name: str, job: dict[str, Any], path: str) -> list[Refusal]:
     found = [_refuse(f"{path}.name", "JobSet name is too long, job names generated for this JobSet will exceed 63 "
                      "characters" if "63" in p else f"{longest_job!r}: {p}") for p in dns1035_label(longest_job)]
     spec = job.get("template", {}).get("spec", {})
-    if spec.get("completionMode") == "Indexed" and "completions" in spec:
+    if spec.get("completionMode", "Indexed") == "Indexed" and "completions" in spec:  # Default made it Indexed
         longest_pod = f"{js_name}-{job.get('name')}-{replicas - 1}-{int(spec['completions']) - 1}-abcde"
         found += [_refuse(f"{path}.name", "JobSet name is too long, pod names generated for this JobSet will exceed "
                           "63 characters" if "63" in p else f"{longest_pod!r}: {p}")
@@ -49,7 +49,7 @@ def jobset(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     if spec.get("failurePolicy", {}).get("restartStrategy") == "InPlaceRestart":
         found.append(_refuse("spec.failurePolicy.restartStrategy", "InPlaceRestart restart strategy cannot be set "
                              "when InPlaceRestart feature gate is disabled"))
-    if jobs and jobs[0].get("dependsOn"):
+    if jobs and "dependsOn" in jobs[0]:  # a non-nil list, even an empty one
         found.append(_refuse("spec.replicatedJobs[0].dependsOn", "DependsOn can't be set for the first ReplicatedJob"))
     subdomain = spec.get("network", {}).get("subdomain", "")
     if subdomain:
@@ -193,3 +193,64 @@ def _volume_claims(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
                                          "retentionPolicy must be retain when PVC exists"))
             names.add(claim)
     return found
+
+
+# api/jobset/v1alpha2/jobset_types.go and batch/v1 JobCompletionIndexAnnotation
+JOBSET_NAME, REPLICATED_JOB, JOB_INDEX = ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+                                          "jobset.sigs.k8s.io/job-index")
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _controller_uid(pod: dict[str, Any]) -> str | None:
+    return next((str(o.get("uid", "")) for o in pod.get("metadata", {}).get("ownerReferences", [])
+                 if o.get("controller")), None)
+
+
+def _leader(pod: dict[str, Any], cluster: ClusterState) -> tuple[dict[str, Any] | None, str]:
+    """pod_webhook.go leaderPodForFollower: the one pod named `<jobset>-<job>-<index>-0` (genLeaderPodName, from
+    the follower's labels), owned by the follower's Job; or why not."""
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels", {})
+    for key in (JOBSET_NAME, REPLICATED_JOB, JOB_INDEX):
+        if key not in labels:
+            return None, f"pod missing label: {key}"
+    name = f"{labels[JOBSET_NAME]}-{labels[REPLICATED_JOB]}-{labels[JOB_INDEX]}-0"
+    leaders = [p for p in cluster.of_kind("Pod") if p.get("metadata", {}).get("name") == name
+               and p.get("metadata", {}).get("namespace") == meta.get("namespace")]
+    if len(leaders) != 1:
+        return None, f"expected 1 leader pod ({name}), but got {len(leaders)}. this is an expected, transient error"
+    follower_uid, leader_uid = _controller_uid(pod), _controller_uid(leaders[0])
+    if follower_uid is None:
+        return None, "follower pod has no owner reference"
+    if leader_uid is None:
+        return None, f'leader pod "{name}" has no owner reference'
+    if follower_uid != leader_uid:
+        return None, f"follower pod owner UID ({follower_uid}) != leader pod owner UID ({leader_uid})"
+    return leaders[0], ""
+
+
+def exclusive_placement(pod: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
+    """pkg/webhooks/pod_webhook.go ValidateCreate (registered for pods labelled with a JobSet name): a follower
+    pod (completion index not 0) of a JobSet placed exclusively per topology, without the node-selector strategy,
+    needs the topology in its node selector and its leader pod scheduled. Offline the only pods are those
+    submitted with it, so a follower is refused unless its leader is submitted too, with a node."""
+    annotations = pod.get("metadata", {}).get("annotations", {})
+    if JOBSET_NAME not in annotations or NODE_SELECTOR_STRATEGY in annotations or EXCLUSIVE not in annotations:
+        return []
+    if annotations.get(COMPLETION_INDEX) == "0":  # placement.IsLeaderPod
+        return []
+    selector = pod.get("spec", {}).get("nodeSelector")
+    if selector is None:
+        return [_refuse("", "follower pod node selector not set")]
+    if annotations[EXCLUSIVE] not in selector:
+        return [_refuse("", "follower pod node selector for topology domain not found. missing selector: "
+                        f"{annotations[EXCLUSIVE]}")]
+    leader, why = _leader(pod, cluster)
+    if leader is None:
+        return [_refuse("", why)]
+    if not leader.get("spec", {}).get("nodeName"):
+        return [_refuse("", "leader pod not yet scheduled, not creating follower pod. this is an expected, transient "
+                        "error")]
+    return []

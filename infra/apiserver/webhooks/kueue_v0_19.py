@@ -3,7 +3,7 @@
 (`pkg/webhooks/`) and for the job integrations (`pkg/controller/jobs/*/…_webhook.go`); LocalQueue,
 WorkloadPriorityClass and Topology have none: their CRD schema and CEL rules are all the server checks.
 Feature-gated rules are written for the 0.19 defaults (TopologyAwareScheduling on, ConcurrentAdmission off). The
-topology rules of the job webhooks are in `kueue_v0_19_tas`."""
+job webhooks' label and annotation rules are in `kueue_v0_19_jobs`, their topology rules in `kueue_v0_19_tas`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from typing import Any
 from infra.apiserver import quantity
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal
-from infra.spec.names import dns1123_subdomain, label_value, qualified_name
+from infra.spec.names import label_value, qualified_name
 
 FAMILY = "webhook:kueue"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 def _refuse(field: str, message: str) -> Refusal:
@@ -163,12 +162,3 @@ def resource_flavor(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
         if toleration.get("key"):
             found += [_refuse(f"spec.tolerations[{i}].key", p) for p in qualified_name(str(toleration["key"]))]
     return found
-
-
-# pkg/controller/jobframework/validation.go ValidateQueueName: the queue-name label names a LocalQueue
-def queue_name(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
-    value = obj.get("metadata", {}).get("labels", {}).get(QUEUE_LABEL)
-    if value is None:
-        return []
-    return [_refuse(f"metadata.labels[{QUEUE_LABEL}]", f"Invalid value: {value!r}: {p}")
-            for p in dns1123_subdomain(str(value))]

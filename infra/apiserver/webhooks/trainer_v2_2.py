@@ -23,6 +23,7 @@ ANCESTOR_CONTAINERS = {"trainer": "node", "model-initializer": "model-initialize
 TORCH_RESERVED_ENV = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR",
                                 "PET_MASTER_PORT"})
 XGBOOST_RESERVED_ENV = frozenset({"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"})
+FLUX_INSTALLER = "flux-installer"
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 TORCHTUNE_MODELS = frozenset({"llama3_2/1B", "llama3_2/3B", "llama3_3/70B", "qwen2_5/1.5B"})
 TORCHTUNE_MULTI_NODE_MODEL = "llama3_3/70B"
@@ -158,10 +159,28 @@ def trainjob(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         if not {"launcher", "node"} <= names:  # plugins/mpi/mpi.go Validate
             found.append(_refuse("spec.trainer.numNodes", "must have 1 when MPI trainingRuntime with enabled "
                                  "runLauncherAsNode does not have either launcher and node"))
+    if "flux" in policy:
+        found += _flux(policy["flux"], patched)
     if "xgboost" in policy:  # plugins/xgboost/xgboost.go Validate
         found += [_refuse(f"spec.trainer.env[{i}]", f"{e.get('name')} is reserved for the XGBoost runtime")
                   for i, e in enumerate(trainer.get("env", [])) if e.get("name") in XGBOOST_RESERVED_ENV]
     return found + _jobset_plugin(obj, patched)
+
+
+def _flux(policy: dict[str, Any], patched: dict[str, Any]) -> list[Refusal]:
+    """plugins/flux/flux.go Validate: the runtime's Flux policy runs at least one process per node, and the node
+    pod set has no init container of the name the plugin reserves for its installer
+    (constants.FluxInstallerContainerName)."""
+    found = []
+    processes = policy.get("numProcPerNode")
+    if processes is not None and int(processes) < 1:
+        found.append(_refuse("spec.trainer.numProcPerNode", f"Invalid value: {int(processes)}: must be greater than "
+                             "or equal to 1 for Flux TrainJob"))
+    for pod_set in jobset_pod_sets(patched.get("spec", {}).get("template", {}).get("spec", {})):
+        if pod_set.name == "node" and FLUX_INSTALLER in pod_set.init_containers:
+            found.append(_refuse("spec.trainer.initContainers", f'Invalid value: "{FLUX_INSTALLER}": InitContainer '
+                                 f"'{FLUX_INSTALLER}' is reserved"))
+    return found
 
 
 def _jobset_plugin(obj: dict[str, Any], patched: dict[str, Any]) -> list[Refusal]:
