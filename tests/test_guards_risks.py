@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infra.review.risks import risks
-from tests.test_risks import BASE, _files, claim, klass
+from tests.test_risks import BASE, _files, claim, klass, namespace
 
 # storage.k8s.io/v1 ValidateStorageClassUpdate: these four are forbidden to change.
 CLASS_CHANGES = [("provisioner", "ebs.csi.aws.com"), ("parameters", {"fsName": "other"}),
@@ -61,3 +61,51 @@ def test_each_fixed_claim_field_changed_alone_is_a_risk(field: str, value: Any) 
 
 def test_a_claim_may_grow_without_a_risk() -> None:
     assert _replacing(BASE[4], claim("vision", "datasets", size="11Ti")) == []
+
+
+# --- what mutation testing found unpinned (benchmarks/mutation_score.py, docs/testing.md) ----------------------
+
+def test_several_fixed_fields_changed_at_once_are_each_named() -> None:
+    changed = claim("vision", "datasets", storage_class="scratch", volumeMode="Block")
+    found = _replacing(BASE[4], changed)
+    assert found[0].startswith("PersistentVolumeClaim vision/datasets: storageClassName, volumeMode cannot change")
+    assert _replacing(BASE[2], klass("datasets", reclaim="Delete", provisioner="ebs.csi.aws.com")) == [
+        "StorageClass datasets: provisioner, reclaimPolicy cannot change on a class, so Pulumi replaces it; volumes "
+        "made before keep the old settings"]
+
+
+def test_a_deleted_namespace_names_its_own_claims_only_and_none_when_it_has_none() -> None:
+    extra = namespace("empty")
+    found = risks(_files(*BASE, extra), _files(*[o for o in BASE if o["metadata"].get("namespace") != "nlp"
+                                                 and o["metadata"]["name"] != "nlp"]))
+    assert found == [
+        "Namespace empty is deleted, and every object in it with it",
+        "Namespace nlp is deleted, and every object in it with it (claims: nlp/datasets: its volume stays as a "
+        "Released PersistentVolume (reclaimPolicy Retain): bind a new claim to it to keep the data; nlp/scratch: its "
+        "volume is deleted with its data (class scratch: reclaimPolicy Delete))"]
+
+
+def test_a_claim_of_the_default_class_says_so() -> None:
+    default = claim("vision", "notes")
+    del default["spec"]["storageClassName"]
+    assert risks(_files(*BASE, default), _files(*BASE)) == [
+        "PersistentVolumeClaim vision/notes is deleted: its volume follows the reclaimPolicy of class (the default "
+        "class), which this stack does not declare"]
+
+
+def test_names_with_hyphens_and_files_besides_the_manifests() -> None:
+    """Object names hold hyphens (the file is <Kind>-<name>.yaml); plan.json and other files are not objects, in
+    whatever order the files come."""
+    hyphenated = claim("vision", "team-scratch-data")
+    stray = {"plan.json": "{}", "notes/vision/PersistentVolumeClaim-x.yaml": "spec: {}",
+             "manifests/a/b/c/PersistentVolumeClaim-deep.yaml": "spec: {}"}
+    base = stray | _files(*BASE, hyphenated)
+    assert risks(base, stray | _files(*BASE)) == [
+        "PersistentVolumeClaim vision/team-scratch-data is deleted: its volume stays as a Released PersistentVolume "
+        "(reclaimPolicy Retain): bind a new claim to it to keep the data"]
+
+
+def test_a_cluster_removed_from_a_stack_of_several_deletes_its_namespaces() -> None:
+    base = {path.replace("manifests/", "manifests/burst/", 1): text for path, text in _files(namespace("vision"))
+            .items()}
+    assert risks(base, {}) == ["burst: Namespace vision is deleted, and every object in it with it"]
