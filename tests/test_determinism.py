@@ -6,9 +6,9 @@ process it cannot (tests/test_offline_engine.py compares runs of one process).
 Each process has its own empty cache ($TRAINYARD_CACHE): the disk cache keeps finished values (chart renders,
 manifest texts) by their inputs, so a process that read the other's would hide an ordering bug inside them.
 
-Two cold renders cost about 35 s of CPU per stack, so `make test` runs onprem-lab (every persona, three teams,
-fabric and rack topology: the most sets to order) and the other five run with TRAINYARD_ALL_STACKS=1
-(`make determinism`)."""
+Two cold renders side by side take 36 s (onprem-lab) to 3 minutes (hybrid-burst) of wall time on 2 shared cores, so
+`make test` runs onprem-lab (every persona, three teams, fabric and rack topology: the most sets to order) and the
+other five run with TRAINYARD_ALL_STACKS=1 (`make determinism`: 9.5 minutes on a loaded machine)."""
 
 from __future__ import annotations
 
