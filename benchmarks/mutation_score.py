@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -54,8 +55,12 @@ def folder(module: str) -> Path:
 
 def prepare(module: str) -> Path:
     """The module's folder: every top-level entry of the repository linked, and pyproject.toml with its
-    [tool.mutmut] table (mutmut reads its configuration from the working directory's pyproject.toml only)."""
+    [tool.mutmut] table (mutmut reads its configuration from the working directory's pyproject.toml only). The last
+    run's mutants and render cache go first: mutmut keeps a mutant's result across runs, so a test added since
+    would not be tried on the mutants it kills."""
     where = folder(module)
+    for old in ("mutants", "render-cache"):
+        shutil.rmtree(where / old, ignore_errors=True)
     where.mkdir(parents=True, exist_ok=True)
     for entry in ROOT.iterdir():
         link = where / entry.name
