@@ -11,7 +11,8 @@ VENV := .venv
 STACK ?= local
 CRDS ?= ../shared/crds
 
-.PHONY: plan test lint typecheck check install charts render validate benchmark benchmark-plan clean crds
+.PHONY: plan test lint typecheck check install charts render validate benchmark benchmark-plan clean crds \
+	determinism mutation
 
 # uv goes into .tools by the host's pip when it has one (4 s); else into a virtualenv of its own, whose pip costs 7 s more.
 $(UV):
@@ -50,6 +51,16 @@ typecheck: install
 # sessions, keyed by everything they depend on (a stack's run: its file, the program's code, uv.lock, Python).
 test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
 	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
+
+# Every stack rendered by two processes under different hash seeds, each with an empty cache (make test: onprem-lab).
+determinism: charts  ## byte-identical renders across processes and PYTHONHASHSEED, all six stacks (~4 min)
+	TRAINYARD_CRDS=$(abspath $(CRDS)) TRAINYARD_ALL_STACKS=1 $(VENV)/bin/pytest tests/test_determinism.py
+
+# Long (minutes to hours per module): run it when the machine is quiet, never as part of `make test`. MODULES picks
+# some of the guarded modules (benchmarks/mutation_score.py GUARDED), e.g. MODULES=infra/review/risks.py.
+mutation: charts  ## mutation testing (mutmut) of the modules that guard safety, then the score per module (goal 90%)
+	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/python benchmarks/mutation_score.py run $(MODULES)
+	$(VENV)/bin/python benchmarks/mutation_score.py $(MODULES)
 
 crds: install  ## fetch the pinned upstream CRDs into $(CRDS) unless they are there (CI: CRDS=.cache/crds)
 	test -d $(CRDS) || scripts/fetch-crds $(CRDS)

@@ -13,8 +13,9 @@ from infra.spec.base import parse_quantity
 
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 # Fields a PersistentVolumeClaim and a StorageClass cannot change once created (the API server refuses the update,
-# so Pulumi replaces the object).
-CLAIM_FIXED = ("storageClassName", "accessModes", "volumeMode", "volumeName", "selector", "dataSource")
+# so Pulumi replaces the object). A claim's spec is immutable but for its storage request.
+CLAIM_FIXED = ("storageClassName", "accessModes", "volumeMode", "volumeName", "selector", "dataSource",
+               "dataSourceRef")
 CLASS_FIXED = ("provisioner", "parameters", "reclaimPolicy", "volumeBindingMode")
 # The kinds whose content a risk reads; of the others (a CRD), the path alone says enough.
 READ_KINDS = ("Namespace", "PersistentVolumeClaim", "StorageClass")

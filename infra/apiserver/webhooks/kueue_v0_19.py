@@ -82,20 +82,30 @@ def _fair_sharing(spec: dict[str, Any]) -> Iterator[Refusal]:
 
 
 def _selector(selector: Any, path: str) -> Iterator[Refusal]:
-    """apimachinery ValidateLabelSelector: keys are label keys; In/NotIn need values, Exists/DoesNotExist none."""
+    """apimachinery ValidateLabelSelector (ValidateLabelSelectorRequirement for each expression): keys are label
+    keys; In/NotIn need values, Exists/DoesNotExist none, any other operator is refused; values are label values."""
     if not isinstance(selector, dict):
         return
     for key, value in selector.get("matchLabels", {}).items():
         for problem in qualified_name(key) + label_value(str(value)):
             yield _refuse(f"{path}.matchLabels", f"Invalid value: {key!r}: {problem}")
     for i, expression in enumerate(selector.get("matchExpressions", [])):
+        where = f"{path}.matchExpressions[{i}]"
         operator, values = expression.get("operator"), expression.get("values", [])
-        if operator in ("In", "NotIn") and not values:
-            yield _refuse(f"{path}.matchExpressions[{i}].values",
-                          "must be specified when `operator` is 'In' or 'NotIn'")
-        if operator in ("Exists", "DoesNotExist") and values:
-            yield _refuse(f"{path}.matchExpressions[{i}].values",
-                          "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        if operator in ("In", "NotIn"):
+            if not values:
+                yield _refuse(f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'")
+        elif operator in ("Exists", "DoesNotExist"):
+            if values:
+                yield _refuse(f"{where}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        else:
+            yield _refuse(f"{where}.operator", f"Invalid value: {operator!r}: not a valid selector operator")
+        key = str(expression.get("key", ""))
+        for problem in qualified_name(key):
+            yield _refuse(f"{where}.key", f"Invalid value: {key!r}: {problem}")
+        for j, value in enumerate(values):
+            for problem in label_value(str(value)):
+                yield _refuse(f"{where}.values[{j}]", f"Invalid value: {value!r}: {problem}")
 
 
 def cluster_queue(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:

@@ -1,0 +1,134 @@
+"""Mutation testing of the modules that guard safety (mutmut): how many of the one-line bugs mutmut makes in a module
+the tests written for that module catch. Goal: 90% killed in each module; every survivor is judged in
+docs/testing.md (an equivalent mutant, or a test added).
+
+    python benchmarks/mutation_score.py run [MODULE ...]   # mutate and test (all guarded modules when none named)
+    python benchmarks/mutation_score.py [MODULE ...]       # print the score per module and the survivors
+
+Each module runs in a folder of its own, .cache/mutation/<module>/: the repository linked in, a pyproject.toml whose
+[tool.mutmut] table names that module alone and the test files that cover it (mutmut then runs, for each mutant,
+those of them that call the mutated function), and an empty render cache, so no mutant reads a stack's run computed
+by another. Long (minutes to hours per module on 2 cores): `make mutation`, never part of `make test`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".cache" / "mutation"
+GOAL = 0.90
+# module -> the test files that cover it (what a mutant in it must fail)
+GUARDED: dict[str, tuple[str, ...]] = {
+    "infra/platform/admission.py": ("test_admission.py", "test_admission_cel.py", "test_guards_admission.py",
+                                    "test_attacks.py"),
+    "infra/platform/admission_cel.py": ("test_admission.py", "test_admission_cel.py", "test_guards_admission.py",
+                                        "test_attacks.py"),
+    "infra/platform/rbac.py": ("test_rbac.py", "test_guards_access.py"),
+    "infra/apiserver/rbac.py": ("test_rbac.py", "test_guards_access.py"),
+    "infra/platform/tenancy.py": ("test_tenancy.py", "test_guards_rules.py", "test_attacks.py"),
+    "infra/platform/network.py": ("test_tenancy.py", "test_webhook_firewall.py", "test_guards_rules.py"),
+    "infra/spec/queues/capacity.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py", "test_hybrid.py"),
+    "infra/spec/queues/borrowing.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py"),
+    "infra/spec/prerequisites.py": ("test_prerequisites.py", "test_guards_admission.py"),
+    "infra/apiserver/webhooks/*": ("test_apiserver_webhooks.py", "test_apiserver_jobset.py", "test_apiserver_tas.py",
+                                   "test_apiserver_torchtune.py", "test_apiserver_trainer.py",
+                                   "test_apiserver_workload.py", "test_guards_webhooks.py"),
+    "infra/review/risks.py": ("test_risks.py", "test_guards_risks.py"),
+    "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py"),
+    "infra/spec/input/secrets.py": ("test_guards_rules.py", "test_policies.py", "test_bad_input.py"),
+}
+# What the tests read besides infra/ and tests/ (mutmut copies these into its mutants/ tree).
+ALSO_COPY = ["policies", "stacks", "runtimes", "examples", "docs", "scripts", "benchmarks", ".charts", "Pulumi.yaml",
+             "README.md", "CHANGELOG.md", "Makefile"]
+
+
+def folder(module: str) -> Path:
+    return WORK / module.replace("/*", "").replace("/", ".").removesuffix(".py")
+
+
+def prepare(module: str) -> Path:
+    """The module's folder: every top-level entry of the repository linked, and pyproject.toml with its
+    [tool.mutmut] table (mutmut reads its configuration from the working directory's pyproject.toml only). The last
+    run's mutants and render cache go first: mutmut keeps a mutant's result across runs, so a test added since
+    would not be tried on the mutants it kills."""
+    where = folder(module)
+    for old in ("mutants", "render-cache"):
+        shutil.rmtree(where / old, ignore_errors=True)
+    where.mkdir(parents=True, exist_ok=True)
+    for entry in ROOT.iterdir():
+        link = where / entry.name
+        if entry.name not in ("pyproject.toml", ".cache", ".git", "mutants") and not link.exists():
+            link.symlink_to(entry)
+    table = {"source_paths": ["infra"], "only_mutate": [module], "also_copy": ALSO_COPY,
+             "pytest_add_cli_args": ["-p", "no:cacheprovider"],
+             "pytest_add_cli_args_test_selection": [f"tests/{name}" for name in GUARDED[module]]}
+    lines = [f"{key} = {json.dumps(value)}" for key, value in table.items()]
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    (where / "pyproject.toml").write_text(text + "\n[tool.mutmut]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return where
+
+
+def run(modules: list[str]) -> int:
+    worst = 0
+    for module in modules:
+        where = prepare(module)
+        env = {**os.environ, "TRAINYARD_CACHE": str(where / "render-cache")}
+        print(f"== {module} (in {where.relative_to(ROOT)})", flush=True)
+        worst = max(worst, subprocess.call([sys.executable, "-m", "mutmut", "run"], cwd=where, env=env))
+    return worst
+
+
+# mutmut's exit codes of a mutant's test run (mutmut/stats.py status_by_exit_code)
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", 36: "timeout",
+          37: "killed", None: "not checked"}
+
+
+def results(module: str) -> dict[str, str]:
+    """Mutant name -> status, from the .meta files mutmut writes beside each mutated file."""
+    found: dict[str, str] = {}
+    for meta in sorted((folder(module) / "mutants").rglob("*.py.meta")):
+        codes = json.loads(meta.read_text(encoding="utf-8")).get("exit_code_by_key", {})
+        found |= {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+    return found
+
+
+def score(modules: list[str]) -> int:
+    """Killed (a timeout counts: the mutant hung the tests) over every mutant tried, per module."""
+    below = 0
+    print(f"{'module':38} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'score':>6}")
+    for module in modules:
+        statuses = results(module)
+        if not statuses:
+            print(f"{module:38} not run (python benchmarks/mutation_score.py run {module})")
+            continue
+        counts = Counter(statuses.values())
+        tried = len(statuses) - counts["not checked"] - counts["skipped"]
+        killed = counts["killed"] + counts["timeout"]
+        ratio = killed / tried if tried else 0.0
+        below += ratio < GOAL
+        print(f"{module:38} {tried:7} {killed:7} {counts['survived']:8} {counts['no tests']:8} {ratio:6.1%}")
+        for name, status in sorted(statuses.items()):
+            if status in ("survived", "no tests", "suspicious"):
+                print(f"    {status}: {name}")
+    return 1 if below else 0
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv and argv[0] == "run" else "score"
+    modules = [m for m in argv if m != "run"] or list(GUARDED)
+    unknown = [m for m in modules if m not in GUARDED]
+    if unknown:
+        print(f"not a guarded module: {', '.join(unknown)} (one of: {', '.join(GUARDED)})", file=sys.stderr)
+        return 2
+    return run(modules) if command == "run" else score(modules)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
