@@ -149,6 +149,11 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
         "prometheus-node-exporter": {"namespaceOverride": NODE_NAMESPACE},
         "grafana": {"enabled": facts.grafana, "admin": {"existingSecret": GRAFANA_SECRET}},
     }
+    door = platform.front_door
+    if door is not None and facts.grafana:
+        # Served by the front door under its path (infra/platform/frontdoor.py): Grafana builds its links from it.
+        path = next(ui.path for ui in door.uis if ui.component == "observability")
+        values["grafana"]["grafana.ini"] = {"server": {"root_url": f"{door.url}{path}", "serve_from_sub_path": True}}
     if managed:
         for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
             values[component] = {"enabled": False}
