@@ -146,7 +146,8 @@ def test_a_chart_outside_the_table_is_caught() -> None:
 def test_the_vendored_archive_is_the_pinned_release() -> None:
     """The catalogue may not import the spec: its copy of the Kubeflow Platform pin is held to versions.py here."""
     from infra.spec.versions import KUBEFLOW_MANIFESTS
-    assert components.KUBEFLOW_ARCHIVE == (KUBEFLOW_MANIFESTS.archive, f"sha256:{KUBEFLOW_MANIFESTS.sha256}")
+    pinned = (KUBEFLOW_MANIFESTS.archive, f"sha256:{KUBEFLOW_MANIFESTS.sha256}")
+    assert pinned == components.KUBEFLOW_ARCHIVE
     kustomized = {s.path for c in components.FRONT_DOOR for s in c.sources if isinstance(s, Kustomize)}
     assert all((ROOT / ".manifests" / KUBEFLOW_MANIFESTS.sha256 / path).is_dir() for path in kustomized), kustomized
 

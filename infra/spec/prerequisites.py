@@ -230,7 +230,8 @@ def front_door_needs(spec: Any) -> list[Need]:
         needs.append(Need("load-balancer", f"{ISTIO.name} (the front door's gateway Service of type LoadBalancer)"))
     acme = door.tls.acme if door.tls is not None else None
     if acme is not None and acme.solver == "http01":
-        needs.append(Need("acme-http01", f"{CERT_MANAGER.name} (the front door's ACME http01 challenge for {door.host})"))
+        needs.append(Need("acme-http01", f"{CERT_MANAGER.name} (the front door's ACME http01 challenge for "
+                                         f"{door.host})"))
     if acme is not None and acme.solver == "dns01":
         needs.append(Need("workload-identity", f"{CERT_MANAGER.name} (writes the front door's dns01 challenge "
                                                f"into {acme.dns_zone})"))
