@@ -153,7 +153,8 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
     if door is not None and facts.grafana:
         # Served by the front door under its path (infra/platform/frontdoor.py): Grafana builds its links from it.
         path = next(ui.path for ui in door.uis if ui.component == "observability")
-        values["grafana"]["grafana.ini"] = {"server": {"root_url": f"{door.url}{path}", "serve_from_sub_path": True}}
+        # As environment (the grafana chart's free-form `env`): its grafana.ini defaults list no server.root_url.
+        values["grafana"]["env"] = {"GF_SERVER_ROOT_URL": f"{door.url}{path}", "GF_SERVER_SERVE_FROM_SUB_PATH": "true"}
     if managed:
         for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
             values[component] = {"enabled": False}
