@@ -16,7 +16,7 @@ from infra.components import GATEWAY_POD_LABELS, GROUPS_HEADER, ISTIO, MONITORIN
 from infra.offline import engine
 from infra.offline.engine import Capture
 from infra.platform import frontdoor_identity as identity
-from infra.platform.frontdoor import GRAFANA_POD_LABELS, GRAFANA_PORT
+from infra.platform.frontdoor import GRAFANA_POD_LABELS, GRAFANA_PORT, cluster_issuer
 from infra.spec import SpecError, validate
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, PLATFORM_KEY
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL, pod_templates
@@ -331,3 +331,17 @@ def test_the_program_refuses_a_placeholder_and_deploys_no_placeholder_otherwise(
     assert not [p for p in identity.PLACEHOLDERS if p in text]
     # upstream's base64 client secret and its static user are gone too
     assert "cFVCbkJPWTgwU25YZ2ppYlRZTTlaV056WTJ4cmVOR1Fvaw==" not in text and "user@example.com" not in text
+
+
+def test_a_dns01_certificate_names_the_cloud_s_dns() -> None:
+    issuer = next(o for o in kube_objects(capture_of("gcp-prod"), "ClusterIssuer"))
+    solver = issuer["spec"]["acme"]["solvers"][0]
+    assert solver["dns01"] == {"cloudDNS": {"project": "trainyard-prod-ml"}}
+    assert solver["selector"] == {"dnsNames": ["ml.example.com"]}
+    raw = raw_platform("azure-prod")
+    raw["frontDoor"]["tls"] = {"acme": {"email": "ops@example.com", "solver": "dns01", "dnsZone": "ml-example-com"}}
+
+    platform = validate(raw, "azure-prod")
+    assert platform.front_door is not None
+    with pytest.raises(SpecError, match=r"frontDoor\.tls\.acme\.solver: dns01 .* not on a aks cluster"):
+        cluster_issuer(platform, platform.front_door)

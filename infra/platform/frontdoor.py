@@ -42,7 +42,7 @@ from infra.platform.frontdoor_patches import (
     merge,
     replace_config,
 )
-from infra.spec import Platform
+from infra.spec import Platform, SpecError
 from infra.spec.versions import KUBEFLOW_MANIFESTS
 from infra.spec.web_access import FrontDoorFacts, WebUi
 from infra.vocabulary import NAME_LABEL
@@ -75,7 +75,19 @@ def tls_secret(facts: FrontDoorFacts) -> str:
     return tls.secret_name or CERTIFICATE_SECRET
 
 
-def cluster_issuer(facts: FrontDoorFacts) -> dict[str, Any] | None:
+def dns01_provider(platform: Platform, zone: str) -> dict[str, Any]:
+    """cert-manager's dns01 provider for the cloud's DNS (its ambient credentials: the pod's workload identity)."""
+    cluster = platform.spec.cluster
+    if cluster.gke is not None:
+        return {"cloudDNS": {"project": cluster.gke.project}}
+    if cluster.eks is not None:
+        return {"route53": {"region": cluster.eks.region, "hostedZoneID": zone}}
+    raise SpecError("frontDoor.tls.acme.solver", "dns01 writes into the cloud's DNS zone, which Trainyard configures "
+                    f"on GKE (Cloud DNS) and EKS (Route 53), not on a {cluster.kind} cluster: use http01, ca or "
+                    "secretName")
+
+
+def cluster_issuer(platform: Platform, facts: FrontDoorFacts) -> dict[str, Any] | None:
     """The ClusterIssuer's spec for `acme` or `ca`, None for an existing Secret. http01 answers through the gateway
     (Istio serves Ingresses of class `istio`); dns01 writes the cloud's zone as cert-manager's identity."""
     tls = facts.spec.tls
@@ -86,7 +98,7 @@ def cluster_issuer(facts: FrontDoorFacts) -> dict[str, Any] | None:
         return None
     acme = tls.acme
     solver: dict[str, Any] = {"http01": {"ingress": {"ingressClassName": "istio"}}} if acme.solver == "http01" \
-        else {"dns01": {"cnameStrategy": "Follow"}, "selector": {"dnsZones": [facts.spec.host]}}
+        else {"dns01": dns01_provider(platform, acme.dns_zone or ""), "selector": {"dnsNames": [facts.spec.host]}}
     return {"acme": {"email": acme.email, "server": acme.server, "solvers": [solver],
                      "privateKeySecretRef": {"name": f"{ISSUER}-account"}}}
 
@@ -178,15 +190,14 @@ class FrontDoor(pulumi.ComponentResource):
         signed_in = [oauth2]
         if facts.dex:
             signed_in.append(directory("dex", "common/dex/overlays/oauth2-proxy", [istio], dex_patches(facts)))
-        self._certificate(facts, provider, certs, istio_ns)
+        self._certificate(cluster_issuer(platform, facts), facts, provider, certs, istio_ns)
         self._secrets(facts, provider, secret, signed_in)
         self._uis(facts, provider, [gateway, *after], istio_ns)
         self.register_outputs({"url": facts.url, "issuer": facts.issuer, "dex": facts.dex,
                                "uis": {ui.name: f"{facts.url}{ui.path}" for ui in facts.uis}})
 
-    def _certificate(self, facts: FrontDoorFacts, provider: k8s.Provider, certs: pulumi.Resource,
-                     istio_ns: pulumi.Resource) -> None:
-        spec = cluster_issuer(facts)
+    def _certificate(self, spec: dict[str, Any] | None, facts: FrontDoorFacts, provider: k8s.Provider,
+                     certs: pulumi.Resource, istio_ns: pulumi.Resource) -> None:
         if spec is None:
             return
         opts = child_opts(self, provider, [certs])
