@@ -6,19 +6,27 @@ import pulumi
 from infra.cluster import build_cluster
 from infra.kit.naming import cluster_scope
 from infra.platform import build_burst, build_platform
-from infra.spec import KUBECONFIG_KEY, load_pulumi, secret
+from infra.spec import KUBECONFIG_KEY, Platform, load_pulumi, secret
 from infra.spec.input.keys import ALERT_WEBHOOK_KEY, CREDENTIALS_KEY, GRAFANA_PASSWORD_KEY
 from infra.spec.input.load import worker_kubeconfigs
 
 platform = load_pulumi()
 secrets = (secret(CREDENTIALS_KEY), secret(ALERT_WEBHOOK_KEY), secret(GRAFANA_PASSWORD_KEY))
+
+
+def door_secret(member: Platform) -> pulumi.Output[str] | None:
+    """The front door's secret key (the identity provider's), on the cluster that runs the door."""
+    return secret(member.front_door.secret_keys[0]) if member.front_door else None
+
+
 if platform.hybrid is None:
-    build_platform(platform, build_cluster(platform, secret(KUBECONFIG_KEY)), *secrets)
+    build_platform(platform, build_cluster(platform, secret(KUBECONFIG_KEY)), *secrets, door_secret(platform))
 else:
     built = {}
     for name, member in platform.hybrid.clusters.items():
         with cluster_scope(name):
-            built[name] = build_platform(member, build_cluster(member, secret(KUBECONFIG_KEY)), *secrets)
+            built[name] = build_platform(member, build_cluster(member, secret(KUBECONFIG_KEY)), *secrets,
+                                         door_secret(member))
     build_burst(platform, built, worker_kubeconfigs(platform))
     pulumi.export("clusters", {name: member.cluster_name for name, member in platform.hybrid.clusters.items()})
 pulumi.export("stack", platform.stack)

@@ -22,6 +22,8 @@ from infra.vocabulary import (  # re-exported: the rules read pods through these
 
 KUBERNETES = "kubernetes:"
 CHART_TYPES = frozenset({"kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v3:Release"})
+# A folder of a vendored, pinned release of upstream manifests (docs/manifests.md): reviewed like a chart.
+KUSTOMIZE_TYPE = "kubernetes:kustomize/v2:Directory"
 TRAINING_RUNTIMES = frozenset({"TrainingRuntime", "ClusterTrainingRuntime"})
 
 
@@ -125,8 +127,9 @@ def _is_tenant(kind: str, name: str, namespace: str, tenant_namespaces: set[str]
 
 
 def from_chart(resource: PolicyResource) -> bool:
-    """An object a Helm chart renders (its parent is the chart resource)."""
-    return resource.parent is not None and resource.parent.resource_type in CHART_TYPES
+    """An object a Helm chart renders, or a vendored kustomization builds (its parent is the chart resource or the
+    Directory)."""
+    return resource.parent is not None and resource.parent.resource_type in (*CHART_TYPES, KUSTOMIZE_TYPE)
 
 
 def tenant_subjects(subjects: Any, namespace: str, tenant_namespaces: set[str], admins: set[str]) -> list[str]:

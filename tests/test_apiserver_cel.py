@@ -155,3 +155,14 @@ def test_an_expression_over_missing_fields_answers_and_fails_as_with_celpys_oper
             return "error", str(error.args[0])[:200]
         return ("error", str(result.args[0])[:200]) if isinstance(result, celpy.CELEvalError) else ("value", result)
     assert answer(compiled(expression).run) == answer(plain.evaluate)
+
+
+def test_the_url_library_reads_the_scheme_as_istio_s_jwks_rule_does() -> None:
+    """Istio's RequestAuthentication checks `url(self).getScheme() in ["http", "https"]` on jwksUri."""
+    rule = compiled('url(self).getScheme() in ["http", "https"]')
+    assert rule.run({"self": to_cel("http://dex.auth.svc.cluster.local:5556/dex/keys")})
+    assert not rule.run({"self": to_cel("ftp://keys.example.com/keys")})
+    assert compiled("isURL(self)").run({"self": to_cel("/dex/keys")})
+    assert not compiled("isURL(self)").run({"self": to_cel("dex keys")})
+    assert compiled("url(self).getHostname()").run({"self": to_cel("https://u@ml.example.com:8443/x")}) == \
+        "ml.example.com"

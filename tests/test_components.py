@@ -35,6 +35,7 @@ OTHER_MEANINGS = {
     ("infra/spec/storage/model.py", "velero"): 1,  # what the backups bucket is for
     ("infra/platform/backup.py", "velero"): 2,  # the drill's `velero restore describe` hint; an output key
     ("infra/live/verify.py", "monitoring"): 1,  # prose: "is the monitoring stack up?"
+    ("infra/spec/hybrid/model.py", "auth"): 2,  # kubeconfig keys (auth-provider) and prose (basic auth)
 }
 
 
@@ -107,9 +108,11 @@ def test_each_crd_group_maps_to_its_upstream_crds(crds: components.Crds, crds_di
 
 
 def test_groups_without_a_directory_have_none_under_crds(crds_dir: Path) -> None:
-    """nvidia.com (GPU Operator) keeps no copy: no directory under --crds may define it unlisted."""
+    """nvidia.com (GPU Operator) and the front door's (their CRDs come with the vendored manifests, which the plan
+    renders and checks itself) keep no copy: no directory under --crds may define them unlisted."""
     undirected = {c.group for component in COMPONENTS for c in component.crds if not c.directory}
-    assert undirected == {"nvidia.com"}
+    assert undirected == {"nvidia.com", "cert-manager.io", "acme.cert-manager.io", "networking.istio.io",
+                          "security.istio.io", "telemetry.istio.io", "extensions.istio.io", "dex.coreos.com"}
     kept = {g for d in crds_dir.glob("*/v*") if d.is_dir() for g in _crd_groups_in(d)}
     assert undirected.isdisjoint(kept)
 
@@ -118,7 +121,8 @@ def test_the_schema_checks_and_prerequisites_read_the_catalogue() -> None:
     assert CRD_COMPONENTS == {"kueue.x-k8s.io": "kueue", "trainer.kubeflow.org": "trainer",
                               "jobset.x-k8s.io": "jobset", "velero.io": "velero",
                               "monitoring.coreos.com": "monitoring"}
-    assert set(PLATFORM_CRD_GROUPS) == set(CRD_COMPONENTS) | {"nvidia.com"}
+    undirected = {c.group for component in COMPONENTS for c in component.crds if not c.directory}
+    assert set(PLATFORM_CRD_GROUPS) == set(CRD_COMPONENTS) | undirected
 
 
 @pytest.mark.parametrize("component", [c for c in COMPONENTS if c.charts], ids=lambda c: c.name)
@@ -137,6 +141,15 @@ def test_a_chart_outside_the_table_is_caught() -> None:
         next(c for c in PLATFORM_CHARTS if c.name == "kubeflow-pipelines")
     with pytest.raises(KeyError):
         Versions().charts()["pipelines"]
+
+
+def test_the_vendored_archive_is_the_pinned_release() -> None:
+    """The catalogue may not import the spec: its copy of the Kubeflow Platform pin is held to versions.py here."""
+    from infra.spec.versions import KUBEFLOW_MANIFESTS
+    pinned = (KUBEFLOW_MANIFESTS.archive, f"sha256:{KUBEFLOW_MANIFESTS.sha256}")
+    assert pinned == components.KUBEFLOW_ARCHIVE
+    kustomized = {s.path for c in components.FRONT_DOOR for s in c.sources if isinstance(s, Kustomize)}
+    assert all((ROOT / ".manifests" / KUBEFLOW_MANIFESTS.sha256 / path).is_dir() for path in kustomized), kustomized
 
 
 def test_sources_are_typed() -> None:
@@ -159,7 +172,8 @@ def test_kueue_job_kinds_are_the_workloads_it_queues() -> None:
 
 def test_the_gke_firewall_opens_the_webhook_ports() -> None:
     from infra.cluster.gke.cluster import WEBHOOK_PORTS
-    assert WEBHOOK_PORTS == (9443,)
+    # Kueue's, the Trainer's and JobSet's 9443 and istiod's 15017; cert-manager's 10250 is open on GKE already.
+    assert WEBHOOK_PORTS == (9443, 15017)
 
 
 # --- each fact spelled once --------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ def _tenant_subjects(stack: str) -> set[tuple[str, str]]:
 
 def _subject_key(subject: dict[str, Any]) -> tuple[str, str]:
     if subject["kind"] == "ServiceAccount":
-        return ("ServiceAccount", f"{subject['namespace']}/{subject['name']}")
+        return ("ServiceAccount", f"{subject.get('namespace', '')}/{subject['name']}")
     return (subject["kind"], subject["name"])
 
 
@@ -56,7 +56,7 @@ def test_no_tenant_binding_grants_cluster_admin_or_wildcards(stack: str) -> None
     for binding in _bindings(capture):
         ref, name = binding["roleRef"]["name"], binding["metadata"]["name"]
         if ref in BUILTIN_BROAD and binding.get("subjects"):
-            assert (name, ref) in REVIEWED_CHART_ADMINS and binding["metadata"]["labels"].get(
+            assert (name, ref) in REVIEWED_CHART_ADMINS and binding["metadata"].get("labels", {}).get(
                 "app.kubernetes.io/managed-by") == "Helm", name
         if not tenants & {_subject_key(s) for s in binding.get("subjects", [])}:
             continue
@@ -86,7 +86,7 @@ def _persona_rules(capture: Capture, persona: str, namespace: str | None) -> lis
     roles = _roles(capture)
     rules = []
     for binding in _bindings(capture):
-        if binding["metadata"]["labels"].get(PERSONA) != persona:
+        if binding["metadata"].get("labels", {}).get(PERSONA) != persona:
             continue
         if namespace and binding["metadata"].get("namespace", namespace) != namespace:
             continue
@@ -125,7 +125,7 @@ def test_ci_binds_the_namespace_service_account_and_the_declared_ci_groups() -> 
     for team_name, team in spec.teams.items():
         for ns in spec.namespaces(team_name):
             ci = [b for b in kube_objects(capture, "RoleBinding")
-                  if b["metadata"]["namespace"] == ns and b["metadata"]["labels"].get(PERSONA) == "ci"]
+                  if b["metadata"]["namespace"] == ns and b["metadata"].get("labels", {}).get(PERSONA) == "ci"]
             subjects = {_subject_key(s) for b in ci for s in b["subjects"]}
             expected = {("ServiceAccount", f"{ns}/trainyard-ci")}
             expected |= {("Group", f"{spec.identity.group_prefix}{g}") for g in team.groups.ci}
@@ -140,7 +140,7 @@ def test_engineers_submit_through_kueues_batch_user_role_and_debug_their_pods() 
     assert "kueue" in release
     for ns in spec.namespaces("speech"):
         refs = {b["roleRef"]["name"] for b in kube_objects(capture, "RoleBinding")
-                if b["metadata"]["namespace"] == ns and b["metadata"]["labels"].get(PERSONA) == "ml-engineer"}
+                if b["metadata"]["namespace"] == ns and b["metadata"].get("labels", {}).get(PERSONA) == "ml-engineer"}
         assert f"{release}-batch-user-role" in refs
     rights = _rights(_persona_rules(capture, "ml-engineer", "speech"))
     assert {"create"} <= rights[("", "pods/exec")] and "delete" in rights[("", "pods")]
@@ -150,7 +150,7 @@ def test_engineers_submit_through_kueues_batch_user_role_and_debug_their_pods() 
 def test_platform_admins_are_bound_cluster_wide_with_the_prefix_but_not_as_cluster_admin() -> None:
     spec, capture = platform_of("onprem-lab").spec, capture_of("onprem-lab")
     admin = [b for b in kube_objects(capture, "ClusterRoleBinding")
-             if b["metadata"]["labels"].get(PERSONA) == "platform-admin"]
+             if b["metadata"].get("labels", {}).get(PERSONA) == "platform-admin"]
     expected = {f"{spec.identity.group_prefix}{g}" for g in spec.identity.platform_admins}
     assert expected and all({s["name"] for s in b["subjects"]} == expected for b in admin)
     # Kueue's batch-admin role edits every queue and quota by hand: admins change those through pull requests.
@@ -164,7 +164,7 @@ def test_without_platform_admins_no_cluster_wide_admin_binding() -> None:
     capture = capture_of("local")
     assert not platform_of("local").spec.identity.platform_admins
     assert not [b for b in kube_objects(capture, "ClusterRoleBinding")
-                if b["metadata"]["labels"].get(PERSONA) == "platform-admin"]
+                if b["metadata"].get("labels", {}).get(PERSONA) == "platform-admin"]
 
 
 def test_the_group_prefix_is_configurable() -> None:
@@ -181,7 +181,7 @@ def test_team_cluster_reads_are_limited_to_the_teams_own_queue_and_namespaces() 
     roles = _roles(capture)
     for team_name in spec.teams:
         refs = {b["roleRef"]["name"] for b in kube_objects(capture, "ClusterRoleBinding")
-                if b["metadata"]["labels"].get("trainyard.io/team") == team_name}
+                if b["metadata"].get("labels", {}).get("trainyard.io/team") == team_name}
         for ref in refs:
             for rule in roles[ref]:
                 if rule["resources"] == ["clusterqueues"]:
@@ -217,7 +217,7 @@ def test_access_matrix_matches_the_rendered_roles(stack: str) -> None:
     expected: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     roles = _roles(capture)
     for binding in _bindings(capture):
-        persona = binding["metadata"]["labels"].get(PERSONA)
+        persona = binding["metadata"].get("labels", {}).get(PERSONA)
         for rule in roles.get(binding["roleRef"]["name"], []) if persona else []:
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:

@@ -19,11 +19,12 @@ STACK = "gcp-prod"
 
 
 def _with_rules(rules: list[dict[str, Any]], extra: tuple[Registration, ...] = ()) -> Context:
-    """gcp-prod's capture with its firewall rules replaced by `rules` (and `extra` registrations added)."""
+    """gcp-prod's capture with its firewall rules replaced by `rules` (and `extra` registrations added); istiod's
+    15017 stays open, so the cases below are about Kueue's, JobSet's and the Trainer's 9443."""
     capture = capture_of(STACK)
     kept = tuple(r for r in capture.resources if r.type != FIREWALL)
     added = tuple(Registration(FIREWALL, f"rule-{i}", "urn", "", True, False, rule, (), False, False, "")
-                  for i, rule in enumerate(rules))
+                  for i, rule in enumerate([*rules, _rule("15017")]))
     return Context(platform_of(STACK), dataclasses.replace(capture, resources=kept + added + extra), None)
 
 
@@ -35,7 +36,8 @@ def _rule(*ports: str) -> dict[str, Any]:
 def test_the_firewall_opens_the_webhook_port_from_the_control_plane_to_every_node_pool() -> None:
     capture = capture_of(STACK)
     (rule,) = of_type(capture, FIREWALL).values()
-    assert rule.inputs["direction"] == "INGRESS" and rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["9443"]}]
+    assert rule.inputs["direction"] == "INGRESS"
+    assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["9443", "15017"]}]
     assert rule.inputs["sourceRanges"] == ["172.16.0.0/28"]  # the control plane range GKE reports (offline fake)
     accounts = {pool.inputs["nodeConfig"]["serviceAccount"] for pool in of_type(capture, POOL_TYPES[STACK]).values()}
     assert accounts == set(rule.inputs["targetServiceAccounts"])
@@ -50,6 +52,9 @@ def test_every_rendered_webhook_is_followed_to_its_servers_port() -> None:
     # Kueue's Service names 9443; JobSet's and the Trainer's name the port `webhook`, declared by their pods.
     assert {"kueue-validating-webhook-configuration", "jobset-validating-webhook-configuration",
             "validator.trainer.kubeflow.org"} <= served
+    # istiod's injector and validation webhooks (Service port 443 -> 15017); cert-manager's on 10250, open on GKE.
+    assert {name.split("/")[0] for name in ports[15017]} == {"istio-sidecar-injector", "istio-validator-istio-system"}
+    assert {name.split("/")[0] for name in ports[10250]} == {"cert-manager-webhook"}
     assert None not in ports
 
 

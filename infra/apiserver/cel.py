@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 import celpy
 from celpy import celtypes, evaluation
@@ -63,6 +64,21 @@ def _plain(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_plain(v) for v in value) + "]"
     return str(value)
+
+
+def _url_problem(text: str) -> str | None:
+    """Why Kubernetes' url() refuses `text` (Go's url.ParseRequestURI: an absolute URL or an absolute path), or None."""
+    parts = urlsplit(text)
+    if (parts.scheme and (parts.netloc or parts.path)) or text.startswith("/"):
+        return None
+    return f"URL parse error during conversion from string: {text!r} is not an absolute URL or path"
+
+
+def _url(text: Any) -> celtypes.StringType:
+    problem = _url_problem(str(text))
+    if problem:
+        raise ValueError(problem)
+    return celtypes.StringType(str(text))
 
 
 def _join(items: celtypes.ListType, separator: str = "") -> celtypes.StringType:
@@ -116,6 +132,13 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     # regex (k8s.io/apiserver/pkg/cel/library/regex.go)
     "find": lambda s, pattern: celtypes.StringType(m.group(0) if (m := re.search(str(pattern), str(s))) else ""),
     "findAll": lambda s, pattern: celtypes.ListType([celtypes.StringType(m) for m in re.findall(str(pattern), str(s))]),
+    # URLs (k8s.io/apiserver/pkg/cel/library/urls.go), represented by their text
+    "url": _url,
+    "isURL": lambda s: _bool(_url_problem(str(s)) is None),
+    "getScheme": lambda u: celtypes.StringType(urlsplit(str(u)).scheme),
+    "getHost": lambda u: celtypes.StringType(urlsplit(str(u)).netloc.rpartition("@")[2]),
+    "getHostname": lambda u: celtypes.StringType(urlsplit(str(u)).hostname or ""),
+    "getEscapedPath": lambda u: celtypes.StringType(urlsplit(str(u)).path),
     # quantities (k8s.io/apiserver/pkg/cel/library/quantity.go), represented by their decimal value
     "quantity": lambda s: celtypes.DoubleType(float(_quantity(s))),
     "isQuantity": lambda s: _bool(quantity.valid(s)),

@@ -23,6 +23,7 @@ from infra.platform.admission import Admission
 from infra.platform.backup import Backup
 from infra.platform.burst_data import BurstData
 from infra.platform.fabric import fabric
+from infra.platform.frontdoor import front_door
 from infra.platform.gpu import gpu_operator
 from infra.platform.kueue import Kueue
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
@@ -46,7 +47,8 @@ class Built:
 
 
 def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
-                   alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None) -> Built:
+                   alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None,
+                   front_door_secret: Output[str] | None = None) -> Built:
     provider = cluster.provider
     tenancy = Tenancy(named("tenancy"), platform, provider)
     gpu = gpu_operator(platform, provider)
@@ -59,8 +61,10 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     Access(named("access"), platform, provider, tenancy.namespaces)
     Admission(named("admission"), platform, provider)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
-    observability(platform, provider, alert_webhook, grafana_password, after=monitored,
-                  remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
+    monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
+                               remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
+    # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
+    front_door(platform, provider, front_door_secret, after=[monitoring] if monitoring else [])
     return Built(provider, kueue, tenancy.namespaces)
 
 

@@ -149,6 +149,12 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
         "prometheus-node-exporter": {"namespaceOverride": NODE_NAMESPACE},
         "grafana": {"enabled": facts.grafana, "admin": {"existingSecret": GRAFANA_SECRET}},
     }
+    door = platform.front_door
+    if door is not None and facts.grafana:
+        # Served by the front door under its path (infra/platform/frontdoor.py): Grafana builds its links from it.
+        path = next(ui.path for ui in door.uis if ui.component == "observability")
+        # As environment (the grafana chart's free-form `env`): its grafana.ini defaults list no server.root_url.
+        values["grafana"]["env"] = {"GF_SERVER_ROOT_URL": f"{door.url}{path}", "GF_SERVER_SERVE_FROM_SUB_PATH": "true"}
     if managed:
         for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
             values[component] = {"enabled": False}

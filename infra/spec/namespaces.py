@@ -11,7 +11,7 @@ from infra.components import namespaces
 # namespaces); the platform's components live in theirs (infra/components.py). The others are where a site or a
 # later release installs what Trainyard works with: rook-ceph is the Rook cluster's default namespace.
 KUBERNETES_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
-SITE_NAMESPACES = frozenset({"rook-ceph", "trainyard-system", "nvidia-network-operator", "cert-manager"})
+SITE_NAMESPACES = frozenset({"rook-ceph", "trainyard-system", "nvidia-network-operator"})
 PLATFORM_NAMESPACES = namespaces() | SITE_NAMESPACES
 RESERVED_NAMESPACES = KUBERNETES_NAMESPACES | PLATFORM_NAMESPACES
 # drill-<namespace> is where the restore drill restores a team namespace (infra/spec/backup.py DRILL_PREFIX).

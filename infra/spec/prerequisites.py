@@ -15,6 +15,9 @@ A need names a capability in a small vocabulary:
 | `device:<resource>` | a device plugin advertising an extended resource the pools' pods request |
 | `link:<network>` | a worker of a multi-cluster stack: the path (vpn, interconnect, public) a burst connection takes |
 | `secret:<name>` | a worker: a Secret the site creates in each bursting team namespace (MultiKueue copies none) |
+| `load-balancer` | Services of type LoadBalancer get an external address (the front door's gateway; MetalLB on-prem) |
+| `dns` | the front door's host name resolves to the gateway's address (a record the site keeps) |
+| `acme-http01` | the ACME server reaches the gateway on port 80 from the internet (the http01 certificate challenge) |
 
 A cloud cluster provides by the mechanisms the cluster layer configures (`provides` in infra/spec/clouds); an
 existing cluster (on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform
@@ -28,15 +31,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infra.components import crd_groups
+from infra.components import CERT_MANAGER, ISTIO, crd_groups
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
-                    "workload-identity")
+                    "workload-identity", "load-balancer", "dns", "acme-http01")
 CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
 _CAPABILITY = re.compile(r"^(network-policy|volume-snapshots|autoscaler|spot-interruption|group-claims|"
-                         r"workload-identity|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|device:[a-z0-9./_-]+)$")
+                         r"workload-identity|load-balancer|dns|acme-http01|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|device:[a-z0-9./_-]+)$")
 VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
 
 # API groups whose CRDs the platform's own charts install (infra/components.py).
@@ -46,6 +49,11 @@ OBC_GROUP = "objectbucket.io"
 SNAPSHOT_GROUP = "snapshot.storage.k8s.io"
 
 By = Literal["cluster", "site", "platform"]
+
+# Front-door needs the site meets outside the cluster, declared under frontDoor.provides (any cluster kind).
+FRONT_DOOR_SITE_NEEDS = ("dns", "acme-http01")
+# Host names under .localhost resolve to the machine itself (RFC 6761): a laptop's front door needs no record.
+LOCALHOST_SUFFIX = ".localhost"
 
 # What observability.managedPrometheus needs where the cloud asks no more than the remote write's identity.
 MANAGED_PROMETHEUS_NEED = "observability (Prometheus' remote write to the managed Prometheus)"
@@ -74,6 +82,8 @@ _FIX_EXISTING = "install it on the cluster and list `{capability}` under cluster
 
 
 def fix(kind: str, capability: str) -> str:
+    if capability in FRONT_DOOR_SITE_NEEDS:
+        return f"arrange it at the site and list `{capability}` under frontDoor.provides"
     if capability.startswith("link:"):
         return ("a worker's only declared private path to the site is its `link`: use that network (or public, "
                 "over https), or change the link")
@@ -150,10 +160,33 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
         needs.append(Need("group-claims", "access (persona RoleBindings name identity-provider groups)"))
     if storage.profile in CLOUD_STORAGE:
         needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
+    needs += front_door_needs(spec)
     if spec.observability.managed_prometheus:
         needs.append(Need("workload-identity",
                           CLOUDS[spec.cluster.kind].managed_prometheus_need or MANAGED_PROMETHEUS_NEED))
     return _merged(needs)
+
+
+def front_door_needs(spec: Any) -> list[Need]:
+    """What the front door's gateway needs: an external address (a LoadBalancer Service, except on a laptop whose
+    gateway is a NodePort behind kind's port mappings), its host name in DNS, and the certificate issuer's way to
+    check the name (http01 reaches the gateway on port 80; dns01 writes the zone as cert-manager's workload
+    identity)."""
+    door = spec.front_door
+    if door is None:
+        return []
+    who = f"{ISTIO.name} (the front door's gateway serving {door.host})"
+    needs = [Need("dns", who)]
+    if not spec.laptop:
+        needs.append(Need("load-balancer", f"{ISTIO.name} (the front door's gateway Service of type LoadBalancer)"))
+    acme = door.tls.acme if door.tls is not None else None
+    if acme is not None and acme.solver == "http01":
+        needs.append(Need("acme-http01", f"{CERT_MANAGER.name} (the front door's ACME http01 challenge for "
+                                         f"{door.host})"))
+    if acme is not None and acme.solver == "dns01":
+        needs.append(Need("workload-identity", f"{CERT_MANAGER.name} (writes the front door's dns01 challenge "
+                                               f"into {acme.dns_zone})"))
+    return needs
 
 
 def _eks_installs(spec: Any, capability: str) -> bool:
@@ -174,6 +207,12 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
     for pool in spec.pools.values():
         if pool.efa_interfaces:
             provided["device:vpc.amazonaws.com/efa"] = Provision("platform", "aws-efa-k8s-device-plugin chart")
+    door = spec.front_door
+    if door is not None:
+        for capability in door.provides:
+            provided[capability] = Provision("site", "declared in frontDoor.provides")
+        if door.host.endswith(LOCALHOST_SUFFIX):
+            provided["dns"] = Provision("site", "a .localhost name resolves to the machine itself (RFC 6761)")
     if kind == "existing":
         for capability in spec.cluster.existing.provides:
             provided[capability] = Provision("site", "declared in cluster.existing.provides")

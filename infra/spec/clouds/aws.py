@@ -253,6 +253,7 @@ FACTS = CloudFacts(
         "volume-snapshots": "snapshot-controller add-on",
         "autoscaler": "cluster-autoscaler chart (managed node groups, scale from zero)",
         "spot-interruption": "managed node group capacity rebalancing + aws-node-termination-handler",
+        "load-balancer": "the AWS cloud controller's Network/Classic Load Balancer for Services of type LoadBalancer",
         "workload-identity": "EKS Pod Identity (eks-pod-identity-agent add-on, pod identity associations)",
     },
     storage=CloudStorage("aws", lambda spec: aws_classes(spec.aws), "s3", "aws",

@@ -193,6 +193,7 @@ FACTS = CloudFacts(
         "volume-snapshots": "AKS snapshot controller (storage_profile)",
         "autoscaler": "AKS cluster autoscaler (agent pool autoscaling)",
         "spot-interruption": "AKS node auto-drain",
+        "load-balancer": "the Azure Load Balancer of the cluster's cloud controller",
         "workload-identity": "Entra Workload ID (OIDC issuer, federated credentials)",
         "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
     },

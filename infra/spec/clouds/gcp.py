@@ -205,6 +205,7 @@ FACTS = CloudFacts(
         "volume-snapshots": "GKE's managed snapshot CRDs and controller",
         "autoscaler": "GKE cluster autoscaler (node pool autoscaling)",
         "spot-interruption": "kubelet graceful node shutdown on Spot nodes",
+        "load-balancer": "GKE's external passthrough Network Load Balancer for Services of type LoadBalancer",
         "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
     },
     # GCS buckets also live in multi- and dual-regions (EU, US, ...): storage.region is not checked as a region.

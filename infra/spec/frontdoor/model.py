@@ -329,12 +329,17 @@ class IdentityProvider(Strict):
 
 class FrontDoorSpec(Strict):
     """The one web entry of the stack (docs/front-door.md): `host` (the DNS name people type, served on 443),
-    `tls` (required) and `identityProvider`. Every web UI of the platform is served under this host, behind
+    `tls` (required), `identityProvider` and `provides` (what the site does outside the cluster). Every web UI of
+    the platform is served under this host, behind
     sign-in; nothing web-facing is reachable around it. In a stack of several clusters it is the manager's."""
 
     host: str
     tls: Tls | None = None
     identity_provider: IdentityProvider = Field(alias="identityProvider")
+    # What the site does for the door outside the cluster (infra/spec/prerequisites.py FRONT_DOOR_SITE_NEEDS):
+    # `dns` (the host's record points at the gateway's address), `acme-http01` (the ACME server reaches the gateway
+    # on port 80 from the internet).
+    provides: list[Literal["dns", "acme-http01"]] = Field(default_factory=list)
 
     @field_validator("host")
     @classmethod
