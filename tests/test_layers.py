@@ -131,3 +131,13 @@ def test_a_cycle_is_found(graph: grimp.ImportGraph) -> None:
         assert any({"infra.spec.base", "infra.spec.teams"} <= set(component) for component in cycles(graph))
     finally:
         graph.remove_import(importer="infra.spec.base", imported="infra.spec.teams")
+
+
+FOLDER_LIMIT = 22  # "about 20": past it, a folder wants sub-packages named for what they hold
+
+
+def test_no_folder_holds_more_than_about_twenty_modules() -> None:
+    crowded = {str(folder.relative_to(ROOT)): count for package in ("infra", "policies")
+               for folder in [ROOT / package, *(ROOT / package).rglob("*")]
+               if folder.is_dir() and (count := len(list(folder.glob("*.py")))) > FOLDER_LIMIT}
+    assert crowded == {}, f"split these folders into named sub-packages: {crowded}"
