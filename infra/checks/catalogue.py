@@ -115,7 +115,7 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("backups-off-cluster", "objects", "warning", "Backups do not go to the cluster's own object store",
           backup.check_backups_off_cluster),
     Entry("alert-rules-valid", "objects", "error", "Our alert and recording rules parse as PromQL, read only "
-          "catalog metrics this stack exports; alerts carry severity, summary and runbook",
+          "catalog metrics this stack exports; alerts carry severity, summary, description and runbook",
           observability.check_alert_rules),
     Entry("dashboards-valid", "objects", "error", "Our Grafana dashboards are JSON whose queries parse as PromQL "
           "and read only catalog metrics this stack exports", observability.check_dashboards),
@@ -123,6 +123,8 @@ CHECKS: tuple[Entry[Context], ...] = (
           observability.check_chart_alert_rules),
     Entry("chart-dashboards-parse", "objects", "error", "The charts' own dashboards are JSON whose queries parse as "
           "PromQL", observability.check_chart_dashboards),
+    Entry("alert-runbooks-absolute", "spec", "error", "Alerts link their runbook by an absolute URL (the stack's "
+          "observability.alerting.runbookBase)", observability.check_runbook_base),
     Entry("alert-routing", "objects", "warning", "Alerts reach a receiver other than `null`, and Grafana has its "
           "admin Secret", observability.check_alert_routing),
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
@@ -164,6 +166,8 @@ LIVE_CHECKS: tuple[LiveEntry, ...] = (
               "(SubjectAccessReviews)", "infra.live.verify:access_findings"),
     LiveEntry("live-scrape-targets-up", "error", "Prometheus scrapes every exporter of the stack",
               "infra.live.verify:target_findings"),
+    LiveEntry("live-alert-series", "warning", "Prometheus holds a series for every metric an alert of the stack "
+              "reads (an alert without one can never fire)", "infra.live.verify:alert_series_findings"),
     LiveEntry("live-prerequisites", "error", "The cluster provides what the stack needs (policy engine, CSI "
               "drivers, snapshots, autoscaler, CRDs) and Velero reaches its bucket",
               "infra.live.prerequisites:prerequisite_findings"),
