@@ -30,6 +30,7 @@ KNOWN_IDS = {
     "capacity-fits-pool", "quota-resources-offered", "lending-limits", "borrowing-limits", "flavor-taints-tolerated",
     "runtime-resources-covered", "runtime-reachable", "prerequisites-provided", "policy-pack",
     "chart-values-accepted", "chart-hooks-covered", "schema", "own-admission", "declared-once", "images-pinned",
+    "driver-image-known",
     "crd-needs-stated", "backup-schedule-coverage", "data-volumes-retained", "buckets-versioned",
     "backup-credentials-declared", "backups-off-cluster", "alert-rules-valid", "dashboards-valid",
     "chart-alert-rules-parse", "chart-dashboards-parse", "alert-runbooks-absolute", "alert-routing",

@@ -102,6 +102,8 @@ CHECKS: tuple[Entry[Context], ...] = (
           "charts)", charts.check_declared_once),
     Entry("images-pinned", "objects", "error", "Every image is fully qualified and pinned (registry/repository:tag "
           "or a digest)", charts.check_images),
+    Entry("driver-image-known", "spec", "error", "Where the GPU Operator installs the driver, the GPU nodes' OS "
+          "(part of the driver image's tag) is known", charts.check_driver_image_known),
     Entry("crd-needs-stated", "objects", "error", "Every object of a non-built-in API group has its CRDs installed "
           "by the plan or stated as a need", prerequisites.check_needs_cover_objects),
     Entry("backup-schedule-coverage", "objects", "error", "Every team namespace is in a Velero Schedule",
