@@ -66,6 +66,9 @@ class Component:
     secrets: tuple[str, ...] = ()  # Secrets it owns in its namespace
     scrape_jobs: tuple[str, ...] = ()  # Prometheus `job` labels of its targets
     needs: tuple[str, ...] = ()  # capabilities it may need from the cluster (derive_needs says when)
+    # What its DaemonSets request on each node they run on (resource, quantity): kept from every pool's
+    # allocatable; the check capacity-after-daemonsets holds it to the render.
+    node_requests: tuple[tuple[str, str], ...] = ()
 
     @property
     def charts(self) -> tuple[Helm, ...]:
@@ -92,7 +95,9 @@ VELERO = Component(
 # NVIDIA GPU Operator: the DCGM exporter (9400) and the operator (8080) serve metrics.
 GPU_OPERATOR = Component(
     "gpu", "gpu", (Helm("gpu-operator", "gpu-operator"),), "gpu-operator", crds=(Crds("nvidia.com"),),
-    metrics_ports=(9400, 8080), scrape_jobs=("nvidia-dcgm-exporter",))
+    metrics_ports=(9400, 8080), scrape_jobs=("nvidia-dcgm-exporter",),
+    # node-feature-discovery's worker (the chart's default requests at v26.7.0); its operands request nothing.
+    node_requests=(("cpu", "5m"), ("memory", "64Mi")))
 # The EFA device plugin runs in kube-system (Kubernetes' namespace, not ours).
 FABRIC = Component("fabric", "fabric", (Helm("efa-device-plugin", "aws-efa-k8s-device-plugin"),))
 # kube-prometheus-stack: prometheus-operator's CRDs ship inside the chart (read from the archive).

@@ -33,6 +33,7 @@ from infra.checks import (
     hybrid_data,
     identity,
     managed_prometheus,
+    node_room,
     observability,
     policies,
     prerequisites,
@@ -106,6 +107,9 @@ CHECKS: tuple[Entry[Context], ...] = (
           "(part of the driver image's tag) is known", charts.check_driver_image_known),
     Entry("crd-needs-stated", "objects", "error", "Every object of a non-built-in API group has its CRDs installed "
           "by the plan or stated as a need", prerequisites.check_needs_cover_objects),
+    Entry("capacity-after-daemonsets", "objects", "error", "Guaranteed CPU and memory fit what the pool's nodes "
+          "leave after the kubelet's reservation and the platform's own DaemonSets in the render",
+          node_room.check_room_after_daemonsets),
     Entry("backup-schedule-coverage", "objects", "error", "Every team namespace is in a Velero Schedule",
           backup.check_schedule_coverage),
     Entry("data-volumes-retained", "objects", "error", "Dataset and checkpoint volumes are on a Retain class and "

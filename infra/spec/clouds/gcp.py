@@ -11,13 +11,27 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
-from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
+from infra.spec.clouds.facts import (
+    CPU_TIERS,
+    EVICTION_MEMORY,
+    GIB,
+    CloudFacts,
+    CloudStorage,
+    IdentityMechanism,
+    Machine,
+    NodeReserve,
+    Tiers,
+    catalog_check,
+    sizes,
+    tiered,
+)
 from infra.spec.storage_classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
 
@@ -184,6 +198,17 @@ class GkeCluster(Strict):
         return self
 
 
+# GKE's memory reservation (plan-node-sizes, "Memory and CPU reservations"): 25% of the first 4 GiB, 20% of the
+# next 4, 10% of the next 8, 6% of the next 112 and 2% above 128 GiB, plus the 100 MiB eviction threshold.
+MEMORY_TIERS: Tiers = tuple((None if upto is None else Decimal(upto) * GIB, Decimal(share)) for upto, share in (
+    (4, "0.25"), (8, "0.20"), (16, "0.10"), (128, "0.06"), (None, "0.02")))
+
+
+def kubelet_reserve(machine: Machine) -> NodeReserve:
+    memory = Decimal(machine.memory_gib) * GIB
+    return NodeReserve(tiered(Decimal(machine.vcpu), CPU_TIERS), tiered(memory, MEMORY_TIERS) + EVICTION_MEMORY)
+
+
 FACTS = CloudFacts(
     kind="gke",
     title="GKE",
@@ -218,4 +243,5 @@ FACTS = CloudFacts(
                             "roles/monitoring.metricWriter)",
     # GKE's own firewall rule from the control plane to private nodes.
     control_plane_ports=frozenset({443, 10250}),
+    kubelet_reserve=kubelet_reserve,
 )
