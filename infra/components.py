@@ -62,6 +62,7 @@ class Component:
     namespace: str = ""  # '' when it has none of its own (cluster-scoped objects, team or Kubernetes namespaces)
     crds: tuple[Crds, ...] = ()
     webhook_ports: tuple[int, ...] = ()  # where its webhook servers listen (the API server must reach them)
+    api_ports: tuple[int, ...] = ()  # where its aggregated APIs (APIServices) listen: the API server proxies to them
     metrics_ports: tuple[int, ...] = ()
     secrets: tuple[str, ...] = ()  # Secrets it owns in its namespace
     scrape_jobs: tuple[str, ...] = ()  # Prometheus `job` labels of its targets
@@ -81,6 +82,9 @@ OWN = (Own(),)
 KUEUE = Component(
     "kueue", "kueue", (Helm("kueue", "kueue", "kueue"),), "kueue-system",
     crds=(Crds("kueue.x-k8s.io", "kueue"),), webhook_ports=(9443,), metrics_ports=(8443,),
+    # the visibility API (APIService v1beta1/v1beta2.visibility.kueue.x-k8s.io; kueue 0.19.2's Service
+    # kueue-visibility-server: port 443 -> targetPort 8082)
+    api_ports=(8082,),
     scrape_jobs=("kueue-controller-manager-metrics-service",))
 # JobSet and Kubeflow Trainer: both charts' Deployments serve webhooks on 9443 and metrics on 8443.
 TRAINER = Component(

@@ -35,7 +35,7 @@ KNOWN_IDS = {
     "backup-schedule-coverage", "data-volumes-retained", "buckets-versioned",
     "backup-credentials-declared", "backups-off-cluster", "alert-rules-valid", "dashboards-valid",
     "chart-alert-rules-parse", "chart-dashboards-parse", "alert-runbooks-absolute", "alert-routing",
-    "managed-prometheus-identity", "team-data-identity", "webhook-firewall",
+    "managed-prometheus-identity", "team-data-identity", "webhook-firewall", "filestore-network",
     "burst-data-declared", "burst-data-location", "multikueue-worker-kubeconfig", "multikueue-worker-rbac",
     "multikueue-worker-mirror", "burst-data-egress", "burst-data-registries",
     "live-gpu-capacity", "live-operators-available", "live-cluster-queues-active", "live-persona-access",

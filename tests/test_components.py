@@ -159,7 +159,7 @@ def test_kueue_job_kinds_are_the_workloads_it_queues() -> None:
 
 def test_the_gke_firewall_opens_the_webhook_ports() -> None:
     from infra.cluster.gke.cluster import WEBHOOK_PORTS
-    assert WEBHOOK_PORTS == (9443,)
+    assert WEBHOOK_PORTS == (8082, 9443)  # the webhooks and Kueue's visibility API
 
 
 # --- each fact spelled once --------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from infra.checks import (
     capacity,
     charts,
     firewall,
+    gke_network,
     hybrid,
     hybrid_data,
     identity,
@@ -139,8 +140,10 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),
-    Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's server port is reachable from the "
-          "control plane", firewall.check_webhook_firewall),
+    Entry("filestore-network", "objects", "error", "GKE: Filestore classes put their instances on the cluster's "
+          "own VPC network", gke_network.check_filestore_network),
+    Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's and aggregated API's server port "
+          "is reachable from the control plane", firewall.check_webhook_firewall),
 )
 
 STACK_CHECKS: tuple[Entry[StackContext], ...] = (

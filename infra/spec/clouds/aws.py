@@ -281,7 +281,7 @@ FACTS = CloudFacts(
         "spot-interruption": "managed node group capacity rebalancing + aws-node-termination-handler",
         "workload-identity": "EKS Pod Identity (eks-pod-identity-agent add-on, pod identity associations)",
     },
-    storage=CloudStorage("aws", lambda spec: aws_classes(spec.aws), "s3", "aws",
+    storage=CloudStorage("aws", lambda spec, cluster, name: aws_classes(spec.aws), "s3", "aws",
                          f"docker.io/velero/velero-plugin-for-aws:{VELERO_PLUGIN}", aws_region),
     # EKS Pod Identity: the association names the account; nothing on the account or the pods.
     workload_identity=IdentityMechanism("aws:eks/podIdentityAssociation:PodIdentityAssociation",

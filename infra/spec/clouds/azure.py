@@ -222,7 +222,7 @@ FACTS = CloudFacts(
         "workload-identity": "Entra Workload ID (OIDC issuer, federated credentials)",
         "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
     },
-    storage=CloudStorage("azure", lambda spec: azure_classes(), "az", "azure",
+    storage=CloudStorage("azure", lambda spec, cluster, name: azure_classes(), "az", "azure",
                          f"docker.io/velero/velero-plugin-for-microsoft-azure:{VELERO_PLUGIN}", azure_location),
     # Entra Workload ID: the webhook reads the client id from the account and mutates labelled pods only.
     workload_identity=IdentityMechanism("azure-native:managedidentity:FederatedIdentityCredential", _account,

@@ -105,7 +105,8 @@ class CloudStorage:
     """A cloud's storage profile: its CSI classes, its object storage and how Velero reaches it."""
 
     profile: str  # the storage.profile name
-    classes: Callable[[Any], tuple[list[Klass], list[SnapshotClass]]]  # StorageSpec -> classes, snapshot classes
+    # (StorageSpec, the cluster section, the cluster's name) -> classes, snapshot classes
+    classes: Callable[[Any, Any, str], tuple[list[Klass], list[SnapshotClass]]]
     bucket_scheme: str  # team bucket URIs: <scheme>://<bucket>
     velero_provider: str
     velero_plugin: str  # the object-store plugin image

@@ -94,14 +94,15 @@ MACHINES = (
 
 # storage.gcp; the class name is the section docs/stack-reference.md shows.
 class Gcp(Strict):
-    network: str = "default"
+    # The VPC network Filestore instances join: the cluster's own unless set (GKE nodes reach only their VPC).
+    network: str | None = None
     filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
                                                                                    alias="filestoreTier")
 
 
-def gcp_classes(storage: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
+def gcp_classes(storage: Gcp, cluster_vpc: str) -> tuple[list[Klass], list[SnapshotClass]]:
     pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
-    shared = {"tier": storage.filestore_tier, "network": storage.network}
+    shared = {"tier": storage.filestore_tier, "network": storage.network or cluster_vpc}
     return (
         [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
          # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
@@ -166,6 +167,13 @@ class GcpSystemPool(SystemPool):
     """The small CPU node pool for the platform's own controllers on GKE: a CPU machine type."""
 
     catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
+
+def vpc_name(gke: GkeCluster | None, cluster_name: str) -> str:
+    """The name of the cluster's VPC network: the one it joins, or the one Trainyard creates for it."""
+    if gke is None or gke.network.existing is None:
+        return f"{cluster_name}-vpc"
+    return gke.network.existing.network.rsplit("/", 1)[-1]
+
 
 class GkeCluster(Strict):
     name: DnsLabel | None = None
@@ -233,7 +241,8 @@ FACTS = CloudFacts(
         "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
     },
     # GCS buckets also live in multi- and dual-regions (EU, US, ...): storage.region is not checked as a region.
-    storage=CloudStorage("gcp", lambda spec: gcp_classes(spec.gcp), "gs", "gcp",
+    storage=CloudStorage("gcp", lambda spec, cluster, name: gcp_classes(spec.gcp, vpc_name(cluster.gke, name)),
+                         "gs", "gcp",
                          f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None),
     # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
     workload_identity=IdentityMechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _account),
