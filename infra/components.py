@@ -62,10 +62,14 @@ class Component:
     namespace: str = ""  # '' when it has none of its own (cluster-scoped objects, team or Kubernetes namespaces)
     crds: tuple[Crds, ...] = ()
     webhook_ports: tuple[int, ...] = ()  # where its webhook servers listen (the API server must reach them)
+    api_ports: tuple[int, ...] = ()  # where its aggregated APIs (APIServices) listen: the API server proxies to them
     metrics_ports: tuple[int, ...] = ()
     secrets: tuple[str, ...] = ()  # Secrets it owns in its namespace
     scrape_jobs: tuple[str, ...] = ()  # Prometheus `job` labels of its targets
     needs: tuple[str, ...] = ()  # capabilities it may need from the cluster (derive_needs says when)
+    # What its DaemonSets request on each node they run on (resource, quantity): kept from every pool's
+    # allocatable; the check capacity-after-daemonsets holds it to the render.
+    node_requests: tuple[tuple[str, str], ...] = ()
 
     @property
     def charts(self) -> tuple[Helm, ...]:
@@ -78,6 +82,9 @@ OWN = (Own(),)
 KUEUE = Component(
     "kueue", "kueue", (Helm("kueue", "kueue", "kueue"),), "kueue-system",
     crds=(Crds("kueue.x-k8s.io", "kueue"),), webhook_ports=(9443,), metrics_ports=(8443,),
+    # the visibility API (APIService v1beta1/v1beta2.visibility.kueue.x-k8s.io; kueue 0.19.2's Service
+    # kueue-visibility-server: port 443 -> targetPort 8082)
+    api_ports=(8082,),
     scrape_jobs=("kueue-controller-manager-metrics-service",))
 # JobSet and Kubeflow Trainer: both charts' Deployments serve webhooks on 9443 and metrics on 8443.
 TRAINER = Component(
@@ -92,7 +99,9 @@ VELERO = Component(
 # NVIDIA GPU Operator: the DCGM exporter (9400) and the operator (8080) serve metrics.
 GPU_OPERATOR = Component(
     "gpu", "gpu", (Helm("gpu-operator", "gpu-operator"),), "gpu-operator", crds=(Crds("nvidia.com"),),
-    metrics_ports=(9400, 8080), scrape_jobs=("nvidia-dcgm-exporter",))
+    metrics_ports=(9400, 8080), scrape_jobs=("nvidia-dcgm-exporter",),
+    # node-feature-discovery's worker (the chart's default requests at v26.7.0); its operands request nothing.
+    node_requests=(("cpu", "5m"), ("memory", "64Mi")))
 # The EFA device plugin runs in kube-system (Kubernetes' namespace, not ours).
 FABRIC = Component("fabric", "fabric", (Helm("efa-device-plugin", "aws-efa-k8s-device-plugin"),))
 # kube-prometheus-stack: prometheus-operator's CRDs ship inside the chart (read from the archive).

@@ -30,14 +30,16 @@ KNOWN_IDS = {
     "capacity-fits-pool", "quota-resources-offered", "lending-limits", "borrowing-limits", "flavor-taints-tolerated",
     "runtime-resources-covered", "runtime-reachable", "prerequisites-provided", "policy-pack",
     "chart-values-accepted", "chart-hooks-covered", "schema", "own-admission", "declared-once", "images-pinned",
-    "crd-needs-stated", "backup-schedule-coverage", "data-volumes-retained", "buckets-versioned",
+    "driver-image-known",
+    "crd-needs-stated", "capacity-after-daemonsets",
+    "backup-schedule-coverage", "data-volumes-retained", "buckets-versioned",
     "backup-credentials-declared", "backups-off-cluster", "alert-rules-valid", "dashboards-valid",
-    "chart-alert-rules-parse", "chart-dashboards-parse", "alert-routing", "managed-prometheus-identity",
-    "team-data-identity", "webhook-firewall",
+    "chart-alert-rules-parse", "chart-dashboards-parse", "alert-runbooks-absolute", "alert-routing",
+    "managed-prometheus-identity", "team-data-identity", "webhook-firewall", "filestore-network",
     "burst-data-declared", "burst-data-location", "multikueue-worker-kubeconfig", "multikueue-worker-rbac",
     "multikueue-worker-mirror", "burst-data-egress", "burst-data-registries",
     "live-gpu-capacity", "live-operators-available", "live-cluster-queues-active", "live-persona-access",
-    "live-scrape-targets-up", "live-prerequisites", "live-multikueue-active", "live-burst-secrets",
+    "live-scrape-targets-up", "live-alert-series", "live-prerequisites", "live-multikueue-active", "live-burst-secrets",
 }
 KEBAB = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 LIVE_MODULES = ("infra.live.verify", "infra.live.hybrid", "infra.live.prerequisites")

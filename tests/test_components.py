@@ -172,8 +172,9 @@ def test_kueue_job_kinds_are_the_workloads_it_queues() -> None:
 
 def test_the_gke_firewall_opens_the_webhook_ports() -> None:
     from infra.cluster.gke.cluster import WEBHOOK_PORTS
-    # Kueue's, the Trainer's and JobSet's 9443 and istiod's 15017; cert-manager's 10250 is open on GKE already.
-    assert WEBHOOK_PORTS == (9443, 15017)
+    # Kueue's, the Trainer's and JobSet's 9443, Kueue's visibility API 8082 and istiod's 15017; cert-manager's 10250
+    # is open on GKE already.
+    assert WEBHOOK_PORTS == (8082, 9443, 15017)
 
 
 # --- each fact spelled once --------------------------------------------------------------------------------

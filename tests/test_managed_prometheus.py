@@ -138,7 +138,7 @@ def test_the_rendered_prometheus_carries_the_remote_write_and_fits_its_crd(stack
 
 
 def test_the_stack_file_option_is_what_turns_it_on() -> None:
-    assert raw_platform(ON_IN_STACK_FILE)["observability"] == {"managedPrometheus": True}
+    assert raw_platform(ON_IN_STACK_FILE)["observability"]["managedPrometheus"] is True
     assert platform_of(ON_IN_STACK_FILE).observability.managed_prometheus == "azure-monitor"
     assert platform_of("aws-prod").observability.managed_prometheus is None
 

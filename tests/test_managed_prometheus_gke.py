@@ -32,7 +32,7 @@ IMPERSONATION = "gcp:serviceaccount/iAMMember:IAMMember"
 @functools.cache
 def option_off() -> Capture:
     raw = raw_platform(STACK)
-    raw["observability"] = {"managedPrometheus": False}
+    raw["observability"]["managedPrometheus"] = False
     return run_raw(STACK, raw)
 
 
@@ -43,7 +43,7 @@ def prometheus_account(capture: Capture) -> tuple[str, str]:
 
 
 def test_the_stack_file_turns_it_on_and_the_needs_name_the_api_and_the_role() -> None:
-    assert raw_platform(STACK)["observability"] == {"managedPrometheus": True}
+    assert raw_platform(STACK)["observability"]["managedPrometheus"] is True
     platform = platform_of(STACK)
     assert platform.observability.managed_prometheus == "google-managed-prometheus"
     assert dict(platform.observability.export_labels) == {"project_id": PROJECT, "location": "us-central1"}

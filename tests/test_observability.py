@@ -14,7 +14,7 @@ import helm_python
 import pytest
 
 from infra.apiserver.schema import CrdIndex, check_custom
-from infra.checks.observability import dashboard_findings, metric_names, rule_findings
+from infra.checks.observability import dashboard_findings, metric_names, rule_findings, runbook_findings
 from infra.platform.alerts import anchor
 from infra.platform.observability import alertmanager_config, monitors
 from infra.spec import SpecError
@@ -23,6 +23,7 @@ from tests.conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, 
 
 CHARTS = ROOT.parent / "shared" / "charts"
 OPERATIONS = ROOT / "docs" / "operations.md"
+RUNBOOKS = "https://git.example.com/platform/trainyard/blob/main/docs/operations.md"  # what the stacks declare
 
 
 def _archive(name: str) -> Path:
@@ -193,7 +194,8 @@ def test_rules_and_dashboards_parse_and_read_only_catalog_metrics(stack: str) ->
 
 def test_the_rule_check_refuses_bad_expressions_unknown_metrics_and_missing_annotations() -> None:
     facts = platform_of("local").observability  # no DCGM exporter on a laptop
-    rule = {"alert": "X", "labels": {"severity": "critical"}, "annotations": {"summary": "s", "runbook_url": "u"}}
+    rule = {"alert": "X", "labels": {"severity": "critical"},
+            "annotations": {"summary": "s", "description": "d", "runbook_url": "u"}}
     bad = [{**rule, "expr": "rate(kueue_admitted_workloads_total)"},  # a vector where a range is needed
            {**rule, "expr": "kueue_workload_evictions_total > 0"},  # not a Kueue metric
            {**rule, "expr": "DCGM_FI_DEV_XID_ERRORS > 0"},  # real, but not exported on this stack
@@ -205,12 +207,12 @@ def test_the_rule_check_refuses_bad_expressions_unknown_metrics_and_missing_anno
 
     objects = [rules_object(bad)]
     messages = [f.message for f in rule_findings(objects, facts)]
-    assert len(messages) == 5
+    assert len(messages) == 6
     assert messages[0].startswith("X: does not parse: expected type matrix")
     assert "reads 'kueue_workload_evictions_total'" in messages[1]
     assert "reads 'DCGM_FI_DEV_XID_ERRORS'" in messages[2]
     assert messages[3:] == ["Y: labels.severity must be one of critical, warning, info",
-                            "Y: annotations.runbook_url is missing"]
+                            "Y: annotations.description is missing", "Y: annotations.runbook_url is missing"]
     assert rule_findings(objects[:0], facts) == []
     good = [{**rule, "expr": "sum by (le) (rate(kueue_admission_wait_time_seconds_bucket[5m])) > 0"}]
     assert rule_findings([rules_object(good)], facts) == []
@@ -246,7 +248,7 @@ def test_rules_validate_against_the_prometheusrule_crd(stack: str) -> None:
 
 # --- what the alerts say -------------------------------------------------------------------------------------------
 
-def test_the_required_alerts_ship_with_severity_summary_and_runbook() -> None:
+def test_the_required_alerts_ship_with_severity_summary_description_and_absolute_runbook() -> None:
     alerts = _alerts("onprem-lab")
     required = {"GPUXidCritical", "GPUAllocatableBelowPool", "GPUNodeNotReady", "DCGMExporterDown",
                 "KueuePendingTooLong", "KueueClusterQueueInactive", "KueueAdmissionWaitHigh",
@@ -256,8 +258,29 @@ def test_the_required_alerts_ship_with_severity_summary_and_runbook() -> None:
     for name, rules in alerts.items():
         for rule in rules:
             assert rule["labels"]["severity"] in ("critical", "warning", "info")
-            assert rule["annotations"]["summary"]
-            assert rule["annotations"]["runbook_url"] == f"docs/operations.md#{name.lower()}"
+            assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+            assert rule["annotations"]["runbook_url"] == f"{RUNBOOKS}#{name.lower()}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_stack_without_an_absolute_runbook_base_is_refused_naming_the_field(stack: str, tmp_path: Path) -> None:
+    from infra.spec import load_file
+
+    assert runbook_findings(platform_of(stack)) == []
+    raw = raw_platform(stack)
+    del raw["observability"]["alerting"]["runbookBase"]
+    found = runbook_findings(load_file(write_stack(tmp_path, raw, stack)))
+    assert [(f.subject, f.severity) for f in found] == [("observability.alerting.runbookBase", "error")]
+    assert "'docs/operations.md#...', which no Alertmanager receiver can open" in found[0].message
+
+
+def test_a_relative_runbook_base_is_bad_input(tmp_path: Path) -> None:
+    from infra.spec import load_file
+
+    raw = raw_platform("local")
+    raw["observability"]["alerting"]["runbookBase"] = "docs/operations.md"
+    with pytest.raises(SpecError, match=r"observability\.alerting\.runbookBase"):
+        load_file(write_stack(tmp_path, raw))
 
 
 def runbook_sections(markdown: str) -> set[str]:

@@ -45,6 +45,8 @@ class FakeCluster:
         engine = ("aws-node", "aws-network-policy-agent") if self.platform.spec.cluster.eks else ("calico-node", "x")
         self.daemonset_list = [self._daemonset(*engine), self._daemonset("aws-node-termination-handler", "handler")]
         self.locations = [{"metadata": {"name": "default"}, "status": {"phase": "Available"}}]
+        # Every series of the metric catalog for this stack's components: every exporter scraped, every event seen.
+        self.series = set(self.platform.observability.catalog())
 
     def backup_locations(self) -> list[dict[str, Any]]:
         return self.locations
@@ -82,6 +84,9 @@ class FakeCluster:
 
     def scrape_targets(self) -> list[dict[str, Any]]:
         return self.targets
+
+    def metric_names(self) -> set[str]:
+        return self.series
 
 
 def test_a_cluster_as_declared_verifies_clean() -> None:
@@ -140,8 +145,23 @@ def test_unreachable_prometheus_is_one_finding() -> None:
         raise ConnectionError("503 Service Unavailable")
 
     cluster.scrape_targets = unreachable  # type: ignore[method-assign]
+    cluster.metric_names = unreachable  # type: ignore[assignment,method-assign]
     assert [f.message for f in verify(cluster.platform, cluster)] == [
         "cannot read Prometheus targets (ConnectionError): is the monitoring stack up?"]
+
+
+def test_a_metric_an_alert_reads_without_a_series_is_a_warning_naming_the_alerts() -> None:
+    cluster = FakeCluster("onprem-lab")
+    cluster.series -= {"DCGM_FI_DEV_XID_ERRORS", "velero_backup_last_successful_timestamp"}
+    found = verify(cluster.platform, cluster)
+    assert [(f.subject, f.severity) for f in found] == [("metric DCGM_FI_DEV_XID_ERRORS", "warning"),
+                                                        ("metric velero_backup_last_successful_timestamp", "warning")]
+    assert found[0].message.startswith("no series in Prometheus: GPUXidCritical can never fire")
+    assert found[1].message.startswith("no series in Prometheus: VeleroNoRecentBackup can never fire")
+    cluster.series.add("DCGM_FI_DEV_XID_ERRORS")  # a series the dashboards read only is not asked for
+    cluster.series.add("velero_backup_last_successful_timestamp")
+    cluster.series.discard("DCGM_FI_DEV_GPU_UTIL")
+    assert verify(cluster.platform, cluster) == []
 def _subjects(cluster: FakeCluster) -> list[str]:
     return [f.subject for f in verify(cluster.platform, cluster)]
 

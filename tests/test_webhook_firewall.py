@@ -5,6 +5,7 @@ own rule (443, 10250) is not opened."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,11 +34,14 @@ def _rule(*ports: str) -> dict[str, Any]:
                                                                                   "ports": list(ports)}]}
 
 
+VISIBILITY = _rule("8082")
+
+
 def test_the_firewall_opens_the_webhook_port_from_the_control_plane_to_every_node_pool() -> None:
     capture = capture_of(STACK)
     (rule,) = of_type(capture, FIREWALL).values()
-    assert rule.inputs["direction"] == "INGRESS"
-    assert rule.inputs["allows"] == [{"protocol": "tcp", "ports": ["9443", "15017"]}]
+    assert rule.inputs["direction"] == "INGRESS" and rule.inputs["allows"] == [{"protocol": "tcp",
+                                                                                 "ports": ["8082", "9443", "15017"]}]
     assert rule.inputs["sourceRanges"] == ["172.16.0.0/28"]  # the control plane range GKE reports (offline fake)
     accounts = {pool.inputs["nodeConfig"]["serviceAccount"] for pool in of_type(capture, POOL_TYPES[STACK]).values()}
     assert accounts == set(rule.inputs["targetServiceAccounts"])
@@ -68,12 +72,22 @@ def test_every_rendered_webhook_is_followed_to_its_servers_port() -> None:
     ([{**_rule("9443"), "direction": "EGRESS"}], False),
 ])
 def test_a_webhook_port_no_ingress_rule_opens_is_a_finding(rules: list[dict[str, Any]], open_: bool) -> None:
-    findings = check_webhook_firewall(_with_rules(rules))
+    findings = check_webhook_firewall(_with_rules([*rules, VISIBILITY]))
     if open_:
         assert findings == []
     else:
         assert [f.subject for f in findings] == ["webhook port 9443"]
-        assert "kueue-" in findings[0].message and "infra/cluster/gke/cluster.py" in findings[0].message
+        assert "kueue-" in findings[0].message and "infra/components.py" in findings[0].message
+
+
+def test_kueue_s_visibility_api_is_followed_to_8082_and_needs_its_port_open() -> None:
+    ports = webhook_ports(Context(platform_of(STACK), capture_of(STACK), None).objects())
+    assert sorted(ports[8082]) == ["APIService v1beta1.visibility.kueue.x-k8s.io/",
+                                   "APIService v1beta2.visibility.kueue.x-k8s.io/"]
+    findings = check_webhook_firewall(_with_rules([_rule("9443")]))  # the rule as it was: 9443 only
+    assert [f.subject for f in findings] == ["webhook port 8082"]
+    assert "APIService v1beta1.visibility.kueue.x-k8s.io" in findings[0].message
+    assert check_webhook_firewall(_with_rules([_rule("9443"), VISIBILITY])) == []
 
 
 def _webhook_on(target: int) -> tuple[Registration, ...]:
@@ -88,7 +102,7 @@ def _webhook_on(target: int) -> tuple[Registration, ...]:
 
 
 def test_gke_s_own_ports_need_no_rule_and_one_past_them_does() -> None:
-    opened = [_rule("9443")]
+    opened = [_rule("9443"), VISIBILITY]
     assert check_webhook_firewall(_with_rules(opened, _webhook_on(10250))) == []
     assert [f.subject for f in check_webhook_firewall(_with_rules(opened, _webhook_on(10251)))] == [
         "webhook port 10251"]
@@ -98,3 +112,23 @@ def test_other_clusters_need_no_rule() -> None:
     capture = capture_of("aws-prod")
     assert not of_type(capture, FIREWALL) and check_webhook_firewall(Context(platform_of("aws-prod"), capture,
                                                                              None)) == []
+
+
+def test_filestore_classes_join_the_cluster_s_vpc_and_another_network_is_refused(tmp_path: Path) -> None:
+    from infra.checks.gke_network import check_filestore_network
+    from infra.spec import load_file
+    from tests.conftest import kube_objects, raw_platform, run_raw, write_stack
+
+    capture = capture_of(STACK)
+    (network,) = of_type(capture, "gcp:compute/network:Network").values()
+    assert network.inputs["name"] == "trainyard-prod-vpc"
+    classes = [c for c in kube_objects(capture, "StorageClass") if c["provisioner"] == "filestore.csi.storage.gke.io"]
+    assert classes and {c["parameters"]["network"] for c in classes} == {"trainyard-prod-vpc"}
+    assert check_filestore_network(Context(platform_of(STACK), capture, None)) == []
+    raw = raw_platform(STACK)
+    raw.setdefault("storage", {})["gcp"] = {"network": "default"}  # the value every stack had before
+    edited = run_raw(STACK, raw)
+    platform = load_file(write_stack(tmp_path, raw, STACK))
+    found = check_filestore_network(Context(platform, edited, None))
+    assert {f.subject for f in found} == {"storage.gcp.network"} and len(found) == len(classes)
+    assert "not the cluster's VPC 'trainyard-prod-vpc'" in found[0].message

@@ -29,10 +29,12 @@ from infra.checks import (
     capacity,
     charts,
     firewall,
+    gke_network,
     hybrid,
     hybrid_data,
     identity,
     managed_prometheus,
+    node_room,
     observability,
     policies,
     prerequisites,
@@ -102,8 +104,13 @@ CHECKS: tuple[Entry[Context], ...] = (
           "charts)", charts.check_declared_once),
     Entry("images-pinned", "objects", "error", "Every image is fully qualified and pinned (registry/repository:tag "
           "or a digest)", charts.check_images),
+    Entry("driver-image-known", "spec", "error", "Where the GPU Operator installs the driver, the GPU nodes' OS "
+          "(part of the driver image's tag) is known", charts.check_driver_image_known),
     Entry("crd-needs-stated", "objects", "error", "Every object of a non-built-in API group has its CRDs installed "
           "by the plan or stated as a need", prerequisites.check_needs_cover_objects),
+    Entry("capacity-after-daemonsets", "objects", "error", "Guaranteed CPU and memory fit what the pool's nodes "
+          "leave after the kubelet's reservation and the platform's own DaemonSets in the render",
+          node_room.check_room_after_daemonsets),
     Entry("backup-schedule-coverage", "objects", "error", "Every team namespace is in a Velero Schedule",
           backup.check_schedule_coverage),
     Entry("data-volumes-retained", "objects", "error", "Dataset and checkpoint volumes are on a Retain class and "
@@ -115,7 +122,7 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("backups-off-cluster", "objects", "warning", "Backups do not go to the cluster's own object store",
           backup.check_backups_off_cluster),
     Entry("alert-rules-valid", "objects", "error", "Our alert and recording rules parse as PromQL, read only "
-          "catalog metrics this stack exports; alerts carry severity, summary and runbook",
+          "catalog metrics this stack exports; alerts carry severity, summary, description and runbook",
           observability.check_alert_rules),
     Entry("dashboards-valid", "objects", "error", "Our Grafana dashboards are JSON whose queries parse as PromQL "
           "and read only catalog metrics this stack exports", observability.check_dashboards),
@@ -123,6 +130,8 @@ CHECKS: tuple[Entry[Context], ...] = (
           observability.check_chart_alert_rules),
     Entry("chart-dashboards-parse", "objects", "error", "The charts' own dashboards are JSON whose queries parse as "
           "PromQL", observability.check_chart_dashboards),
+    Entry("alert-runbooks-absolute", "spec", "error", "Alerts link their runbook by an absolute URL (the stack's "
+          "observability.alerting.runbookBase)", observability.check_runbook_base),
     Entry("alert-routing", "objects", "warning", "Alerts reach a receiver other than `null`, and Grafana has its "
           "admin Secret", observability.check_alert_routing),
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
@@ -131,8 +140,10 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),
-    Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's server port is reachable from the "
-          "control plane", firewall.check_webhook_firewall),
+    Entry("filestore-network", "objects", "error", "GKE: Filestore classes put their instances on the cluster's "
+          "own VPC network", gke_network.check_filestore_network),
+    Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's and aggregated API's server port "
+          "is reachable from the control plane", firewall.check_webhook_firewall),
 )
 
 STACK_CHECKS: tuple[Entry[StackContext], ...] = (
@@ -164,6 +175,8 @@ LIVE_CHECKS: tuple[LiveEntry, ...] = (
               "(SubjectAccessReviews)", "infra.live.verify:access_findings"),
     LiveEntry("live-scrape-targets-up", "error", "Prometheus scrapes every exporter of the stack",
               "infra.live.verify:target_findings"),
+    LiveEntry("live-alert-series", "warning", "Prometheus holds a series for every metric an alert of the stack "
+              "reads (an alert without one can never fire)", "infra.live.verify:alert_series_findings"),
     LiveEntry("live-prerequisites", "error", "The cluster provides what the stack needs (policy engine, CSI "
               "drivers, snapshots, autoscaler, CRDs) and Velero reaches its bucket",
               "infra.live.prerequisites:prerequisite_findings"),

@@ -9,6 +9,7 @@ from infra.checks.context import Context
 from infra.offline.charts import HOOK
 from infra.offline.images import qualified, stack_images
 from infra.spec import Finding
+from infra.spec.cluster import GpuStack
 
 # Hook phases a working install or upgrade depends on; delete and test hooks only matter on removal or
 # `helm test`, which a Pulumi-managed release never runs.
@@ -51,11 +52,25 @@ def check_declared_once(ctx: Context) -> list[Finding]:
 
 
 def check_images(ctx: Context) -> list[Finding]:
-    return image_findings(ctx.objects())
+    return image_findings(ctx.objects(), ctx.platform.gpu_stack)
 
 
-def image_findings(objects: list[dict[str, Any]]) -> list[Finding]:
+def image_findings(objects: list[dict[str, Any]], gpu: GpuStack | None = None) -> list[Finding]:
     return [Finding("images", users[0], f"image '{image}' is not fully qualified and pinned: write it as "
                     "registry/repository:tag (or @sha256:...)" + (f"; also used by {len(users) - 1} more object(s)"
                                                                    if len(users) > 1 else ""))
-            for image, users in stack_images(objects).items() if not qualified(image)]
+            for image, users in stack_images(objects, gpu).items() if not qualified(image)]
+
+
+def check_driver_image_known(ctx: Context) -> list[Finding]:
+    """The operator appends the GPU nodes' OS to the driver's tag: unknown, the mirror list cannot name the image
+    the nodes will pull."""
+    stack, cluster = ctx.platform.gpu_stack, ctx.platform.spec.cluster
+    if not stack.driver or stack.driver_os is not None:
+        return []
+    if cluster.existing is not None:
+        return [Finding("images", "cluster.existing.gpuNodeOs", "the GPU Operator installs the driver and pulls it "
+                        "tagged <version>-<os of the GPU nodes>: declare that OS (e.g. ubuntu24.04) so `trainyard "
+                        "images` names the image the nodes pull")]
+    return [Finding("images", f"cluster.{cluster.kind}.gpuDriver", "Trainyard does not know the OS of this cloud's "
+                    "GPU node image, which the GPU Operator appends to the driver's tag: use gpuDriver: cloud")]

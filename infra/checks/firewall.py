@@ -1,10 +1,11 @@
-"""Admission webhooks reachable from the control plane, over a captured stack.
+"""Admission webhooks and aggregated APIs reachable from the control plane, over a captured stack.
 
 GKE nodes are private here, and GKE's own firewall rule lets the control plane reach them on 443 and 10250 only.
 Every webhook of the plan (ours and the rendered charts') is followed to the port its server listens on: the
 Service's targetPort, a named one through the container ports of the pods the Service selects. A port outside
-GKE's own rule that no ingress firewall rule opens is a finding: the API server could not call that webhook, and
-with failurePolicy Fail every object it guards would be refused.
+GKE's own rule that no ingress firewall rule opens is a finding: the API server could not call that webhook (with
+failurePolicy Fail every object it guards would be refused), or that APIService (API discovery degrades and
+namespace deletion hangs). APIServices are followed the same way, from spec.service.
 """
 
 from __future__ import annotations
@@ -53,17 +54,22 @@ def webhook_ports(objects: Iterable[Mapping[str, Any]]) -> dict[int | None, list
             servers.setdefault(obj["metadata"].get("namespace"), []).extend(
                 vocabulary.pod_templates(str(obj["kind"]), obj))
     found: dict[int | None, list[str]] = {}
+
+    def add(name: str, reference: Mapping[str, Any] | None) -> None:
+        if reference is None:  # a URL webhook or a local APIService: nothing the API server calls on a node
+            return
+        service = services.get((reference.get("namespace"), reference.get("name")))
+        port = None if service is None else _target(service, int(reference.get("port", 443)),
+                                                     servers.get(reference.get("namespace"), []))
+        found.setdefault(port, []).append(name)
+
     for config in objects:
-        if config.get("kind") not in WEBHOOK_KINDS:
-            continue
-        for webhook in config.get("webhooks", []):
-            reference = webhook.get("clientConfig", {}).get("service")
-            if reference is None:  # a URL webhook: outside the cluster
-                continue
-            service = services.get((reference.get("namespace"), reference.get("name")))
-            port = None if service is None else _target(service, int(reference.get("port", 443)),
-                                                         servers.get(reference.get("namespace"), []))
-            found.setdefault(port, []).append(f"{config['metadata']['name']}/{webhook.get('name')}")
+        if config.get("kind") in WEBHOOK_KINDS:
+            for webhook in config.get("webhooks", []):
+                add(f"{config['metadata']['name']}/{webhook.get('name')}", webhook.get("clientConfig", {}).get(
+                    "service"))
+        elif config.get("kind") == "APIService":  # an aggregated API: the API server proxies every request to it
+            add(f"APIService {config['metadata']['name']}/", config.get("spec", {}).get("service"))
     return found
 
 
@@ -88,12 +94,14 @@ def check_webhook_firewall(ctx: Context) -> list[Finding]:
     opened = open_ports | _opened(r.inputs for r in ctx.capture.resources if r.type == FIREWALL)
     findings = []
     for port, webhooks in sorted(webhook_ports(ctx.objects()).items(), key=lambda item: item[0] or 0):
-        shown = f"{len(webhooks)} webhook(s) of " + ", ".join(sorted({name.split("/")[0] for name in webhooks}))
+        names = ", ".join(sorted({name.split("/")[0] for name in webhooks}))
+        shown = f"{len(webhooks)} webhook(s) or API(s) of {names}"
         if port is None:
             findings.append(Finding(CHECK, "webhooks", f"{shown}: the plan does not tell which port the server "
                                     "listens on (no Service, or a named targetPort no selected pod declares)"))
         elif port not in opened:
             findings.append(Finding(CHECK, f"webhook port {port}", f"{shown} listen on {port}, which the GKE "
                                     "control plane cannot reach on private nodes (only 443 and 10250 are open): "
-                                    "add the port to the webhooks firewall rule (infra/cluster/gke/cluster.py)"))
+                                    "add the port to the component's webhook_ports or api_ports "
+                                    "(infra/components.py), which the GKE firewall rule opens"))
     return findings

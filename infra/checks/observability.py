@@ -1,7 +1,8 @@
 """Offline proof of the monitoring rules and dashboards: every alert and recording rule expression and every
 dashboard query parses with a real PromQL parser (promql-parser, GreptimeDB's Rust parser: syntax, types and
-function arity), reads only metrics of the catalog (infra/spec/metrics.py) whose exporter this
-stack runs, and every alert carries a severity, a summary and a runbook link. Also: alerts that would reach nobody."""
+function arity), reads only metrics of the catalog (infra/spec/metrics.py) whose exporter this stack runs, and every
+alert carries a severity, a summary, a description and a runbook link (absolute: the stack's runbookBase). Also:
+alerts that would reach nobody."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import promql_parser
 from infra.checks.context import Context
 from infra.components import MONITORING
 from infra.spec import Finding, Platform
-from infra.spec.observability import ObservabilityFacts
+from infra.spec.observability import RELATIVE_RUNBOOK, ObservabilityFacts
 from infra.vocabulary import RECEIVERS_ANNOTATION
 
 ALERTMANAGER_SECRET, GRAFANA_SECRET = MONITORING.secrets
@@ -80,7 +81,7 @@ def rule_findings(objects: list[dict[str, Any]], facts: ObservabilityFacts | Non
         if "alert" in rule and facts is not None:
             if rule.get("labels", {}).get("severity") not in SEVERITIES:
                 problems.append(f"{name}: labels.severity must be one of {', '.join(SEVERITIES)}")
-            for key in ("summary", "runbook_url"):
+            for key in ("summary", "description", "runbook_url"):
                 if not rule.get("annotations", {}).get(key):
                     problems.append(f"{name}: annotations.{key} is missing")
         findings += [Finding("observability", subject, problem) for problem in problems]
@@ -146,6 +147,19 @@ def check_chart_alert_rules(ctx: Context) -> list[Finding]:
 
 def check_chart_dashboards(ctx: Context) -> list[Finding]:
     return dashboard_findings(_charts(ctx), None)
+
+
+def runbook_findings(platform: Platform) -> list[Finding]:
+    """A relative runbook link opens nowhere from a pager, a chat message or an e-mail."""
+    if not platform.observability.enabled or platform.observability.alerting.runbook_base:
+        return []
+    return [Finding("observability", "observability.alerting.runbookBase", "alerts link their runbook as "
+                    f"'{RELATIVE_RUNBOOK}#...', which no Alertmanager receiver can open: set runbookBase to the "
+                    "URL of docs/operations.md in the repository's web view (https://...)")]
+
+
+def check_runbook_base(ctx: Context) -> list[Finding]:
+    return runbook_findings(ctx.platform)
 
 
 def check_alert_routing(ctx: Context) -> list[Finding]:

@@ -6,13 +6,15 @@ import argparse
 import sys
 
 from infra.commands.common import CLEAN, FINDINGS, STACK_HELP, Subparsers, load, run_offline
+from infra.offline.clusters import split
 from infra.offline.images import qualified, stack_images
 from infra.offline.plan import objects
 
 
 def run(args: argparse.Namespace) -> int:
     path, platform = load(args.stack)
-    images = stack_images([obj for _, obj in objects(run_offline(path, platform))])
+    images = sorted({image for member, part in split(platform, run_offline(path, platform)).values()
+                     for image in stack_images([obj for _, obj in objects(part)], member.gpu_stack)})
     for image in images:
         print(image)
     bad = [image for image in images if not qualified(image)]

@@ -1,9 +1,10 @@
 """`trainyard verify STACK`: after `pulumi up`, read the live cluster and compare it with the stack.
 
 Checks: GPU allocatable per pool vs declared capacity, fabric devices on every node of a pool with them, operator
-deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter, the
-persona access matrix (SubjectAccessReviews for the teams' groups), and the cluster prerequisites the stack
-needs (infra/live/prerequisites.py). Exit 0 when everything holds, 1 otherwise.
+deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter and holding
+a series for every metric an alert reads (a warning), the persona access matrix (SubjectAccessReviews for the
+teams' groups), and the cluster prerequisites the stack needs (infra/live/prerequisites.py). Exit 0 when
+everything holds, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from infra.checks.observability import metric_names
 from infra.components import KUEUE, MONITORING, TRAINER, VELERO, operator_namespaces
 from infra.live.hybrid import multikueue_findings, worker_data_findings
 from infra.live.prerequisites import prerequisite_findings
+from infra.platform.alerts import rule_groups
 from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError
 from infra.spec.base import parse_quantity
@@ -36,6 +39,7 @@ class LiveCluster(Protocol):
     def cluster_queues(self) -> list[dict[str, Any]]: ...
     def allowed(self, groups: list[str], verb: str, group: str, resource: str, namespace: str) -> bool: ...
     def scrape_targets(self) -> list[dict[str, Any]]: ...
+    def metric_names(self) -> set[str]: ...
     def daemonsets(self) -> list[dict[str, Any]]: ...
     def csi_drivers(self) -> set[str]: ...
     def backup_locations(self) -> list[dict[str, Any]]: ...
@@ -136,6 +140,28 @@ def target_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     return findings
 
 
+def alert_series_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
+    """Warnings for each metric an alert of the stack reads that has no series in the in-cluster Prometheus: that
+    alert can never fire (its exporter is not scraped here, or, for a counter of rare events, none happened yet)."""
+    if not platform.observability.enabled:
+        return []
+    try:
+        present = cluster.metric_names()
+    except Exception:  # an unreachable Prometheus is reported once, by target_findings
+        return []
+    groups = rule_groups(platform, MONITORING_NAMESPACE)
+    recorded = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+    readers: dict[str, set[str]] = {}
+    for group in groups:
+        for rule in group["rules"]:
+            for metric in metric_names(rule["expr"]) - recorded if "alert" in rule else ():
+                readers.setdefault(metric, set()).add(rule["alert"])
+    return [Finding("verify", f"metric {metric}", f"no series in Prometheus: {', '.join(sorted(alerts))} can never "
+                    "fire; is its exporter scraped by this Prometheus (a counter of rare events appears with its "
+                    "first event)?", "warning")
+            for metric, alerts in sorted(readers.items()) if metric not in present]
+
+
 def expectations(platform: Platform) -> list[Expectation]:
     """Engineers submit TrainJobs in their namespaces and not in another team's; analysts only read."""
     prefix = platform.spec.identity.group_prefix
@@ -172,6 +198,7 @@ def access_findings(platform: Platform, cluster: LiveCluster) -> list[Finding]:
 def verify(platform: Platform, cluster: LiveCluster) -> list[Finding]:
     return [*gpu_findings(platform, cluster), *operator_findings(cluster), *queue_findings(platform, cluster),
             *access_findings(platform, cluster), *target_findings(platform, cluster),
+            *alert_series_findings(platform, cluster),
             *prerequisite_findings(platform, cluster)]
 
 
@@ -248,12 +275,19 @@ class KubernetesCluster:
         status = self._authz.create_subject_access_review(review).status
         return bool(status and status.allowed)
 
-    def scrape_targets(self) -> list[dict[str, Any]]:
-        """Prometheus' /api/v1/targets through the API server's service proxy (no port-forward needed)."""
+    def _prometheus(self, path: str) -> Any:
+        """Prometheus' HTTP API through the API server's service proxy (no port-forward needed)."""
         response = self._core.connect_get_namespaced_service_proxy_with_path(
-            f"{PROMETHEUS_SERVICE}:http-web", MONITORING_NAMESPACE, "api/v1/targets", _preload_content=False)
-        targets: list[dict[str, Any]] = json.loads(response.data)["data"]["activeTargets"]  # type: ignore[attr-defined]
+            f"{PROMETHEUS_SERVICE}:http-web", MONITORING_NAMESPACE, path, _preload_content=False)
+        return json.loads(response.data)["data"]  # type: ignore[attr-defined]
+
+    def scrape_targets(self) -> list[dict[str, Any]]:
+        targets: list[dict[str, Any]] = self._prometheus("api/v1/targets")["activeTargets"]
         return targets
+
+    def metric_names(self) -> set[str]:
+        """The names of every series Prometheus holds."""
+        return set(self._prometheus("api/v1/label/__name__/values"))
 
 
 def kubeconfig_files() -> str:

@@ -1,6 +1,8 @@
 """Every image a stack runs: the containers and init containers of every object, ours and the charts', and
 the images operators start from the custom resources they receive (the GPU Operator's ClusterPolicy operands:
-driver, toolkit, device plugin, DCGM exporter, validators...; prometheus-operator's Prometheus and Alertmanager).
+driver, toolkit, device plugin, DCGM exporter, validators...; prometheus-operator's Prometheus and Alertmanager,
+and the config reloader it adds to each of their pods). The driver's tag is the one the operator pulls: it appends
+the GPU nodes' OS (and, precompiled, their kernel) to driver.version.
 `trainyard images STACK` lists them for mirroring into a private registry; the plan fails on one that is not
 fully qualified and pinned.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from infra.spec.cluster import GpuStack
 from infra.spec.pins import unpinned_image
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -17,13 +20,27 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 OPERAND_KINDS = frozenset({("nvidia.com", "ClusterPolicy"), ("nvidia.com", "NVIDIADriver")})
 # Custom resources whose operator runs `spec.image` as the main container (prometheus-operator).
 IMAGE_KINDS = frozenset({("monitoring.coreos.com", kind) for kind in ("Prometheus", "Alertmanager", "ThanosRuler")})
+# Images an operator is told by argument and adds to the pods it builds: prometheus-operator's config reloader
+# (the init-config-reloader and config-reloader containers of every Prometheus and Alertmanager pod), and
+# cert-manager's ACME http01 solver (the pod that answers each http01 challenge).
+OPERATOR_IMAGE_ARGS = ("--prometheus-config-reloader=", "--acme-http01-solver-image=")
+
+
+def _container_images(container: Any) -> Iterator[str]:
+    if not isinstance(container, Mapping):
+        return
+    if "image" in container:
+        yield str(container["image"])
+    for arg in container.get("args") or ():
+        yield from (str(arg)[len(flag):] for flag in OPERATOR_IMAGE_ARGS if str(arg).startswith(flag))
 
 
 def _containers(value: Any) -> Iterator[str]:
     if isinstance(value, Mapping):
         for key, item in value.items():
             if key in CONTAINER_LISTS and isinstance(item, list):
-                yield from (str(c["image"]) for c in item if isinstance(c, Mapping) and "image" in c)
+                for container in item:
+                    yield from _container_images(container)
             else:
                 yield from _containers(item)
     elif isinstance(value, list):
@@ -31,27 +48,31 @@ def _containers(value: Any) -> Iterator[str]:
             yield from _containers(item)
 
 
-def _operands(value: Any) -> Iterator[str]:
+def _operands(value: Any, gpu: GpuStack | None, key: str = "") -> Iterator[str]:
     """{repository, image, version} entries of an operator's resource, except switched-off operands."""
     if isinstance(value, Mapping):
         if value.get("enabled") is False:
             return
         if isinstance(value.get("image"), str) and "repository" in value:
             version = str(value.get("version") or "")
+            if key == "driver" and gpu is not None:
+                version = gpu.driver_tag(version) or version
             separator = "@" if version.startswith("sha256:") else ":"
             yield f"{value['repository']}/{value['image']}{separator if version else ''}{version}"
-        for item in value.values():
-            yield from _operands(item)
+        for name, item in value.items():
+            yield from _operands(item, gpu, str(name))
     elif isinstance(value, list):
         for item in value:
-            yield from _operands(item)
+            yield from _operands(item, gpu)
 
 
-def object_images(obj: Mapping[str, Any]) -> set[str]:
+def object_images(obj: Mapping[str, Any], gpu: GpuStack | None = None) -> set[str]:
+    """`gpu`: the cluster's GPU stack, which tells the driver's OS (and kernel); without it the driver is listed
+    with the chart's version as its tag."""
     images = set(_containers(obj))
     kind = (str(obj.get("apiVersion", "")).rpartition("/")[0], obj.get("kind"))
     if kind in OPERAND_KINDS:
-        images |= set(_operands(obj.get("spec", {})))
+        images |= set(_operands(obj.get("spec", {}), gpu))
     if kind in IMAGE_KINDS and isinstance(obj.get("spec", {}).get("image"), str):
         images.add(obj["spec"]["image"])
     return images
@@ -65,12 +86,12 @@ def qualified(image: str) -> bool:
     return explicit and not unpinned_image(image)
 
 
-def stack_images(objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+def stack_images(objects: list[dict[str, Any]], gpu: GpuStack | None = None) -> dict[str, list[str]]:
     """Image -> the objects that run it (`Kind/namespace/name`), sorted."""
     users: dict[str, set[str]] = {}
     for obj in objects:
         meta = obj.get("metadata", {})
         subject = "/".join(filter(None, (obj.get("kind"), meta.get("namespace"), meta.get("name"))))
-        for image in object_images(obj):
+        for image in object_images(obj, gpu):
             users.setdefault(image, set()).add(subject)
     return {image: sorted(users[image]) for image in sorted(users)}

@@ -1,8 +1,7 @@
 """The platform's alert and recording rules, built from the spec: one group per concern. Every alert has a
-severity, a summary and a runbook_url pointing at its own section of docs/operations.md (the section's heading is
-the alert name, so the anchor is the lowercased name). Every metric read is in
-infra/spec/metrics.py; rules
-that need an exporter this stack does not run (the DCGM exporter) are left out.
+severity, a summary, a description and a runbook_url pointing at its own section of docs/operations.md (the
+section's heading is the alert name, so the anchor is the lowercased name). Every metric read is in
+infra/spec/metrics.py; rules that need an exporter this stack does not run (the DCGM exporter) are left out.
 
 Thresholds are starting points from ../shared/reference/observability.md §3; pool GPU counts and backup windows
 come from the spec (Flavor.capacity, the tiers' crons)."""
@@ -16,6 +15,7 @@ from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
 from infra.platform.backup import DRILL
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
+from infra.spec.observability import RELATIVE_RUNBOOK
 from infra.spec.pools import POOL_LABEL
 
 DCGM_JOB = GPU_OPERATOR.scrape_jobs[0]
@@ -37,6 +37,33 @@ PLATFORM_WEBHOOKS = r".*\\.kb\\.io|.*\\.trainer\\.kubeflow\\.org|.*jobset\\.x-k8
 POOL_SERIES = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", POOL_LABEL)  # kube_node_labels{label_trainyard_io_pool}
 GPU_UTIL_BY_POOL = "trainyard:gpu_utilisation:avg_by_pool"
 
+# Each alert's description: what it breaks (docs/operations.md, the alert's Impact), so the page says why it matters
+# before the runbook is opened.
+DESCRIPTIONS = {
+    "GPUXidCritical": "Jobs on that GPU crash or hang, and the next gang scheduled there fails again.",
+    "GPUEccDoubleBitErrors": "The job on that GPU gets corrupted results or crashes.",
+    "GPURowRemapFailure": "Memory errors will keep coming on that GPU.",
+    "GPUNVLinkErrors": "Collective operations of multi-GPU jobs on that node are slow or fail.",
+    "GPUThermalThrottling": "A whole gang runs at the speed of its slowest GPU.",
+    "DCGMExporterDown": "The GPU hardware alerts cannot fire for those nodes.",
+    "GPUAllocatableBelowPool": "Kueue admits jobs against quota that has no hardware: they stay Pending.",
+    "GPUNodeNotReady": "Its pods are lost after the eviction timeout; gangs using it fail and are requeued.",
+    "KueuePendingTooLong": "The team's jobs are starved.",
+    "KueueClusterQueueInactive": "All of that team's jobs wait.",
+    "KueueAdmissionWaitHigh": "Jobs wait hours for admission: slow iteration, deadlines slip.",
+    "KueuePodsReadyTimeoutEvictions": "GPU time is lost to restarts; jobs are deactivated after repeated requeues.",
+    "TrainingControllerUnavailable": "No TrainJob, JobSet, queue or runtime can be created or changed; nothing is "
+                                     "admitted.",
+    "AdmissionWebhookCallsFailing": "Submissions are rejected with \"failed calling webhook\".",
+    "ControllerReconcileErrors": "Objects stop converging: jobs not started, statuses stale.",
+    "VeleroBackupFailed": "That tier's recovery point grows with every missed run.",
+    "VeleroBackupLocationUnavailable": "No backup is written and no restore is possible.",
+    "VeleroNoRecentBackup": "The data at risk grows beyond the tier's recovery point objective.",
+    "RestoreDrillFailed": "The backups are not proven restorable.",
+    "RestoreDrillStale": "Restores are unproven for longer than the policy says.",
+    "PVCNearlyFull": "Checkpoint writes fail when it fills (the job loses its progress).",
+}
+
 
 def ksm_resource(resource: str) -> str:
     """kube-state-metrics' sanitised resource name: nvidia.com/gpu -> nvidia_com_gpu."""
@@ -53,7 +80,7 @@ def alert(name: str, expr: str, severity: str, summary: str, for_: str | None = 
     if for_:
         rule["for"] = for_
     rule["labels"] = {"severity": severity, **(labels or {})}
-    rule["annotations"] = {"summary": summary}
+    rule["annotations"] = {"summary": summary, "description": DESCRIPTIONS[name]}
     return rule
 
 
@@ -219,7 +246,7 @@ def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str,
         ("trainyard-backup", _backup(platform)),
         ("trainyard-storage", _storage(platform, monitoring_namespace)),
     ]
-    base = platform.observability.alerting.runbook_base
+    base = platform.observability.alerting.runbook_base or RELATIVE_RUNBOOK
     for _, rules in groups:
         for rule in rules:
             if "alert" in rule:

@@ -23,9 +23,10 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
 from infra.spec import Platform
+from infra.spec.cluster import GpuStack
 from infra.spec.metrics import dcgm_metrics_csv
 from infra.spec.queues.flavors import GpuOffer
-from infra.spec.versions import GPU_OPERATOR_CHART
+from infra.spec.versions import GPU_DRIVER_VERSION, GPU_OPERATOR_CHART
 
 NAMESPACE = GPU_OPERATOR.namespace
 DEVICE_PLUGIN_CONFIGMAP = "trainyard-device-plugin-configs"
@@ -94,11 +95,18 @@ def gpu_tolerations(platform: Platform) -> list[dict[str, str]]:
     return tolerations
 
 
+def precompiled_driver(stack: GpuStack) -> dict[str, Any]:
+    """The chart's driver values for a precompiled driver: the operator then pulls `<branch>-<kernel>-<os>`."""
+    if not stack.driver or stack.driver_kernel is None:
+        return {}
+    return {"usePrecompiled": True, "version": GPU_DRIVER_VERSION.split(".")[0]}
+
+
 def chart_values(platform: Platform) -> dict[str, Any]:
     stack = platform.gpu_stack
     tolerations = gpu_tolerations(platform)
     values: dict[str, Any] = {
-        "driver": {"enabled": stack.driver},
+        "driver": {"enabled": stack.driver, **precompiled_driver(stack)},
         "toolkit": {"enabled": stack.toolkit},
         "mig": {"strategy": MIG_STRATEGY},
         "daemonsets": {"tolerations": tolerations},
@@ -131,10 +139,11 @@ class GpuOperator(pulumi.ComponentResource):
         ready: list[pulumi.Resource] = [ns]
         # DCGM exporter 9400 and the operator's metrics 8080 (gpu-operator v26.7.0); a driver the operator
         # builds fetches kernel headers from the distribution's mirrors. The node agents run on the host network.
+        compiles = platform.gpu_stack.driver and platform.gpu_stack.driver_kernel is None
         driver = [Flow("driver-packages", "Egress", ANYWHERE, (80, 443),
                        "the driver container fetches kernel headers from the distribution's mirrors")]
         guard_namespace(self, provider, NAMESPACE, ns,
-                        [metrics(*GPU_OPERATOR.metrics_ports), *(driver if platform.gpu_stack.driver else [])])
+                        [metrics(*GPU_OPERATOR.metrics_ports), *(driver if compiles else [])])
         for resource_name, configmap, data in (("device-plugin-configs", DEVICE_PLUGIN_CONFIGMAP,
                                                 device_plugin_configs(platform)),
                                                ("mig-configs", MIG_CONFIGMAP, mig_configs(platform)),

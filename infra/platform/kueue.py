@@ -24,9 +24,9 @@ API = "kueue.x-k8s.io/v1beta2"
 NAMESPACE = KUEUE.namespace
 FRAMEWORKS = KUEUE_FRAMEWORKS
 ADMITTING_EFFECTS = ("NoSchedule", "NoExecute")  # Kueue ignores PreferNoSchedule flavor taints
-# The controller's ports (infra/components.py); the visibility API listens on 8082 in kueue 0.19.2's Deployment.
+# The controller's ports (infra/components.py): webhooks, the visibility API, metrics.
 FLOWS = [*(webhooks(port, "Kueue's webhooks") for port in KUEUE.webhook_ports),
-         Flow("visibility", "Ingress", ANYWHERE, (8082,), "the API server proxies Kueue's visibility API"),
+         Flow("visibility", "Ingress", ANYWHERE, KUEUE.api_ports, "the API server proxies Kueue's visibility API"),
          metrics(*KUEUE.metrics_ports)]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from decimal import Decimal
 
+from infra.checks.node_room import room
 from infra.kit.tables import text_table
 from infra.offline.clusters import split
 from infra.offline.engine import Capture, Registration
@@ -28,14 +29,17 @@ def per_component(capture: Capture) -> Counter[str]:
     return Counter(top_component(r, by_ref) for r in capture.resources)
 
 
-def capacity_rows(platform: Platform) -> list[list[str]]:
-    rows = [["flavor", "resource", "capacity", "guaranteed", "shared", "teams"]]
+def capacity_rows(platform: Platform, free: dict[str, dict[str, Decimal]] | None = None) -> list[list[str]]:
+    """`free`: per flavor, what the nodes leave for team pods (node_room.room); default: the spec's allocatable."""
+    rows = [["flavor", "resource", "nominal", "allocatable", "guaranteed", "shared", "teams"]]
     for flavor in platform.flavors:
         for resource in (*flavor.gpu_resources, "cpu", "memory"):
             teams = [f"{t.name} {format_amount(resource, t.quota[flavor.name][resource])}"
                      for t in platform.teams if flavor.name in t.quota and t.quota[flavor.name].get(resource)]
+            offered = (free or {}).get(flavor.name, {}).get(resource, flavor.allocatable[resource])
             rows.append([
                 flavor.name, resource, format_amount(resource, flavor.capacity[resource]),
+                format_amount(resource, offered),
                 format_amount(resource, platform.quota_sums[flavor.name].get(resource, Decimal(0))),
                 format_amount(resource, platform.shared_pool[flavor.name].get(resource, Decimal(0))),
                 ", ".join(teams) or "-",
@@ -78,6 +82,7 @@ def _cluster_lines(platform: Platform, capture: Capture) -> list[str]:
     lines += text_table([["component", "resources"]] + [[name, str(n)] for name, n in sorted(counts.items())])
     lines += ["", "Pools (capacity derived from):"]
     lines += text_table([["flavor", "from"]] + [[flavor.name, flavor.origin] for flavor in platform.flavors])
-    lines += ["", "Capacity per flavor (what teams are guaranteed; the rest is the cohort's shared pool):"]
-    lines += text_table(capacity_rows(platform))
+    lines += ["", "Capacity per flavor (nominal: the nodes' size; allocatable: less the kubelet's reservation and the "
+                  "platform's DaemonSets; what teams are guaranteed; the rest is the cohort's shared pool):"]
+    lines += text_table(capacity_rows(platform, room(platform, [obj for _, obj in objects(capture)])))
     return lines

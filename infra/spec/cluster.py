@@ -39,6 +39,26 @@ class GpuStack:
     toolkit: bool  # the operator installs the container toolkit (else the node image has it)
     cloud_sharing: bool  # the cloud's device plugin shares and partitions GPUs (GKE): MIG slices are nvidia.com/gpu
     reboot_for_mig: bool  # cloud VMs need a reboot to switch MIG mode (MIG manager WITH_REBOOT)
+    # The GPU nodes' OS as the operator names it (`ubuntu24.04`): it appends `-<os>` to the driver image's tag.
+    driver_os: str | None = None
+    # A precompiled driver: the GPU nodes' kernel; the operator pulls `<branch>-<kernel>-<os>`.
+    driver_kernel: str | None = None
+
+    def driver_tag(self, version: str) -> str | None:
+        """The tag the GPU Operator pulls for the chart's driver.version (NVIDIA's driver container naming:
+        `595.91.07-ubuntu24.04`, precompiled `595-6.8.0-60-generic-ubuntu24.04`); None while the OS is unknown."""
+        if not self.driver or self.driver_os is None:
+            return None
+        if self.driver_kernel is not None:
+            return f"{version.split('.')[0]}-{self.driver_kernel}-{self.driver_os}"
+        return f"{version}-{self.driver_os}"
+
+
+class PrecompiledDriver(Strict):
+    """A driver image built for the GPU nodes' kernel (`uname -r`): nothing is compiled or downloaded at run time,
+    an air-gapped site's choice. NVIDIA builds them for the newest long-term branch and listed kernels only."""
+
+    kernel: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+[-.A-Za-z0-9_]*$")
 
 
 class ExistingCluster(Strict):
@@ -50,6 +70,11 @@ class ExistingCluster(Strict):
     simulated_gpus: bool = Field(default=False, alias="simulatedGpus")
     # `preinstalled`: the hosts' image brings the driver (DGX OS, ...); the operator adds the rest.
     gpu_driver: Literal["operator", "preinstalled"] = Field(default="operator", alias="gpuDriver")
+    # With gpuDriver `operator`: the GPU nodes' OS as the operator tags driver images (ID and VERSION_ID of
+    # /etc/os-release: `ubuntu24.04`, `rhel9.4`), and optionally a precompiled driver for their kernel.
+    gpu_node_os: str | None = Field(default=None, alias="gpuNodeOs",
+                                    pattern=r"^(ubuntu|rhel|rhcos|sles)[0-9]+(\.[0-9]+)?$")
+    precompiled_driver: PrecompiledDriver | None = Field(default=None, alias="precompiledDriver")
     provides: list[str] = Field(default_factory=list)
 
     @field_validator("provides")
@@ -111,8 +136,11 @@ class ClusterSpec(Strict):
     def gpu_stack(self) -> GpuStack:
         if self.existing is not None:
             operator = not self.existing.simulated_gpus
-            return GpuStack(operator=operator, driver=operator and self.existing.gpu_driver == "operator",
-                            toolkit=operator, cloud_sharing=False, reboot_for_mig=False)
+            site = self.existing
+            kernel = site.precompiled_driver.kernel if site.precompiled_driver else None
+            return GpuStack(operator=operator, driver=operator and site.gpu_driver == "operator",
+                            toolkit=operator, cloud_sharing=False, reboot_for_mig=False,
+                            driver_os=site.gpu_node_os, driver_kernel=kernel)
         if self.gke is not None and self.gke.gpu_driver == "cloud":
             return GpuStack(operator=False, driver=False, toolkit=False, cloud_sharing=True, reboot_for_mig=False)
         # EKS' AL2023 NVIDIA AMI and AKS' GPU image bring the driver and the container toolkit.

@@ -108,8 +108,8 @@ def _team_quota(team: TeamSpec, flavor: Flavor, pool_name: str) -> tuple[dict[st
         declared = getattr(quota, resource)
         if declared is not None:
             resources[resource] = parse_quantity(declared)
-        else:
-            resources[resource] = _share(flavor.capacity[resource], gpus, gpu_capacity)
+        else:  # the GPUs' share of what the nodes let pods request, not of the machine's size
+            resources[resource] = _share(flavor.allocatable[resource], gpus, gpu_capacity)
     for resource in flavor.gpu_resources:
         resources[resource] = gpus
     lending = quota.lending_limit
@@ -167,7 +167,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         covered_resources=(CPU, MEMORY, *gpu_names),
         quota_sums=MappingProxyType({k: MappingProxyType(v) for k, v in sums.items()}),
         shared_pool=MappingProxyType({
-            name: MappingProxyType({r: max(flavor.max_capacity.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
+            name: MappingProxyType({r: max(flavor.max_allocatable.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
                                            Decimal(0)) for r in (CPU, MEMORY, *gpu_names)})
             for name, flavor in flavors.items()
         }),

@@ -42,6 +42,9 @@ GOOGLE = GOOGLE_MANAGED_PROMETHEUS
 MANAGED = {kind: facts.managed_prometheus for kind, facts in CLOUDS.items() if facts.managed_prometheus}
 
 
+RELATIVE_RUNBOOK = "docs/operations.md"
+
+
 class Alerting(Strict):
     """Where alerts go: every alert of the listed severities to the webhook whose URL is the secret config key
     trainyard:alertWebhookUrl (without it, or for other severities, the `null` receiver). `groupBy` lists label
@@ -51,9 +54,11 @@ class Alerting(Strict):
     group_by: list[str] = Field(default_factory=lambda: ["alertname", "cluster", "namespace", "node"],
                                 alias="groupBy")
     repeat_interval: str = Field(default="4h", alias="repeatInterval", pattern=r"^[1-9][0-9]*[mhd]$")
-    # Every alert's runbook_url is this plus `#<alert name in lower case>`: point it at docs/operations.md in
-    # the repository's web view (e.g. https://git.example.com/platform/trainyard/blob/main/docs/operations.md).
-    runbook_base: str = Field(default="docs/operations.md", alias="runbookBase", pattern=r"^\S+$")
+    # Every alert's runbook_url is this plus `#<alert name in lower case>`: docs/operations.md in the repository's
+    # web view (e.g. https://git.example.com/platform/trainyard/blob/main/docs/operations.md). The repository names
+    # no URL of its own, so each stack declares it: without it the links stay relative (RELATIVE_RUNBOOK), which
+    # no Alertmanager receiver can open, and the check `alert-runbooks-absolute` refuses the stack.
+    runbook_base: str | None = Field(default=None, alias="runbookBase", pattern=r"^https?://\S+$")
 
     @field_validator("severities")
     @classmethod

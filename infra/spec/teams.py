@@ -20,7 +20,8 @@ def acceptance_namespace(team: str) -> str:
 
 class PoolQuota(Strict):
     """A team's guaranteed share of one pool. GPUs count whole devices (or time-sliced replicas);
-    cpu and memory default to the GPUs' share of the pool's nodes."""
+    cpu and memory default to the GPUs' share of what the pool's nodes leave for pods (allocatable: less the kubelet's
+    reservation and the platform's DaemonSets)."""
 
     gpus: NonNegativeInt | None = None
     cpu: Quantity | None = None

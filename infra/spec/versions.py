@@ -127,6 +127,8 @@ KUBECTL_IMAGE = "registry.k8s.io/kubectl:v1.34.1"
 AWS_CLI_IMAGE = "docker.io/amazon/aws-cli:2.35.10"
 # NVIDIA GPU Operator v26.7.0 (2026-08-20): driver, toolkit, device plugin v0.20.0, MIG manager, DCGM exporter.
 GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0")
+# Its values' driver.version: the driver the operator installs (a precompiled driver: its branch, "595").
+GPU_DRIVER_VERSION = "595.91.07"
 # AWS EFA device plugin (aws/eks-charts stable/aws-efa-k8s-device-plugin): chart v0.5.20 deploys its default
 # image 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/aws-efa-k8s-device-plugin:v0.5.13.
 EFA_DEVICE_PLUGIN_CHART = Chart("aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts", "v0.5.20")

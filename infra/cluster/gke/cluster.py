@@ -25,6 +25,7 @@ from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
 from infra.spec.clouds import CLOUDS
 from infra.spec.clouds.gcp import GkeCluster as GkeSpec
+from infra.spec.clouds.gcp import vpc_name
 from infra.spec.cluster import GpuStack
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
@@ -38,10 +39,11 @@ GKE_METADATA = {"mode": "GKE_METADATA"}
 # The CSI drivers of the gcp storage profile's classes (block, checkpoints and scratch, datasets).
 CSI_ADDONS = ("gce_persistent_disk_csi_driver_config", "gcp_filestore_csi_driver_config", "gcs_fuse_csi_driver_config")
 # The control plane of a cluster with private nodes reaches them on 443 and 10250 only (GKE's own firewall rule).
-# The platform's webhook servers listen on other ports (infra/components.py): the API server must reach them.
-# (The plan's firewall check compares them with the webhook target ports of the rendered charts.)
+# The platform's webhook servers and aggregated APIs listen on other ports (infra/components.py): the API server
+# must reach them. (The plan's firewall check compares them with the target ports of the rendered charts.)
 GKE_OPEN_PORTS = CLOUDS["gke"].control_plane_ports or frozenset()
-WEBHOOK_PORTS = tuple(sorted({port for component in COMPONENTS for port in component.webhook_ports} - GKE_OPEN_PORTS))
+WEBHOOK_PORTS = tuple(sorted({port for component in COMPONENTS
+                              for port in (*component.webhook_ports, *component.api_ports)} - GKE_OPEN_PORTS))
 
 
 def kubeconfig(name: str, endpoint: str, ca_certificate: str) -> str:
@@ -119,7 +121,7 @@ class GkeCluster(CloudCluster):
         self.kind = "gke"
         self.gcp = gcp.Provider("gcp", project=spec.project, region=spec.region,
                                 opts=pulumi.ResourceOptions(parent=self))
-        subnet = gcp_subnet(spec.network, spec.region, self._opts())
+        subnet = gcp_subnet(spec.network, spec.region, vpc_name(spec, platform.cluster_name), self._opts())
         nodes = node_account(platform, spec.project, self._opts())
         endpoint = spec.endpoint
         monitoring = ["SYSTEM_COMPONENTS", *(["DCGM"] if stack.cloud_sharing else [])]
@@ -190,7 +192,7 @@ class GkeCluster(CloudCluster):
 
         return gcp.compute.Firewall(
             "webhooks", network=network, direction="INGRESS",
-            description="GKE control plane to the platform's admission webhooks",
+            description="GKE control plane to the platform's admission webhooks and aggregated APIs",
             source_ranges=self.cluster.private_cluster_config.apply(control_plane),
             allows=[{"protocol": "tcp", "ports": [str(port) for port in WEBHOOK_PORTS]}],
             target_service_accounts=[nodes], opts=self._opts())

@@ -19,23 +19,24 @@ class GcpSubnet:
     services_range: str
 
 
-def gcp_subnet(spec: GcpNetwork, region: str, opts: pulumi.ResourceOptions) -> GcpSubnet:
+def gcp_subnet(spec: GcpNetwork, region: str, vpc: str, opts: pulumi.ResourceOptions) -> GcpSubnet:
+    """`vpc`: the name a created network gets (the Filestore classes name it: spec.clouds.gcp.vpc_name)."""
     if spec.existing is not None:
         existing = spec.existing
         return GcpSubnet(existing.network, existing.subnetwork, existing.pods_range, existing.services_range)
     assert spec.create is not None
-    created = GcpVpc("network", spec.create.nodes, spec.create.pods, spec.create.services, region, opts)
+    created = GcpVpc("network", spec.create.nodes, spec.create.pods, spec.create.services, region, vpc, opts)
     return GcpSubnet(created.network.id, created.subnetwork.id, GcpVpc.PODS, GcpVpc.SERVICES)
 
 
 class GcpVpc(pulumi.ComponentResource):
     PODS, SERVICES = "pods", "services"
 
-    def __init__(self, name: str, nodes: str, pods: str, services: str, region: str,
+    def __init__(self, name: str, nodes: str, pods: str, services: str, region: str, vpc: str,
                  opts: pulumi.ResourceOptions) -> None:
         super().__init__("trainyard:cluster:GcpVpc", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.network = gcp.compute.Network("vpc", auto_create_subnetworks=False, opts=child)
+        self.network = gcp.compute.Network("vpc", name=vpc, auto_create_subnetworks=False, opts=child)
         self.subnetwork = gcp.compute.Subnetwork(
             "nodes", network=self.network.id, region=region, ip_cidr_range=nodes, private_ip_google_access=True,
             secondary_ip_ranges=[{"range_name": self.PODS, "ip_cidr_range": pods},

@@ -17,13 +17,26 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from decimal import Decimal
 from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
-from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
+from infra.spec.clouds.facts import (
+    CPU_TIERS,
+    EVICTION_MEMORY,
+    MIB,
+    CloudFacts,
+    CloudStorage,
+    IdentityMechanism,
+    Machine,
+    NodeReserve,
+    catalog_check,
+    sizes,
+    tiered,
+)
 from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.teams import GroupName
 from infra.spec.versions import VELERO_PLUGIN
@@ -235,6 +248,19 @@ class EksCluster(Strict):
         return self
 
 
+def max_pods(machine: Machine) -> int:
+    """The pods a node is taken to run at most: EKS's recommended cap (110 below 30 vCPUs, 250 from 30), an upper
+    bound of the VPC CNI's per-instance limit, so the reserve below is never understated."""
+    return 110 if machine.vcpu < 30 else 250
+
+
+def kubelet_reserve(machine: Machine) -> NodeReserve:
+    """The EKS AMI's kube-reserved (awslabs/amazon-eks-ami: memory 11 MiB per pod + 255 MiB, CPU by CPU_TIERS) and
+    the 100 MiB eviction threshold."""
+    memory = (11 * max_pods(machine) + 255) * MIB + EVICTION_MEMORY
+    return NodeReserve(tiered(Decimal(machine.vcpu), CPU_TIERS), memory)
+
+
 FACTS = CloudFacts(
     kind="eks",
     title="EKS",
@@ -256,7 +282,7 @@ FACTS = CloudFacts(
         "load-balancer": "the AWS cloud controller's Network/Classic Load Balancer for Services of type LoadBalancer",
         "workload-identity": "EKS Pod Identity (eks-pod-identity-agent add-on, pod identity associations)",
     },
-    storage=CloudStorage("aws", lambda spec: aws_classes(spec.aws), "s3", "aws",
+    storage=CloudStorage("aws", lambda spec, cluster, name: aws_classes(spec.aws), "s3", "aws",
                          f"docker.io/velero/velero-plugin-for-aws:{VELERO_PLUGIN}", aws_region),
     # EKS Pod Identity: the association names the account; nothing on the account or the pods.
     workload_identity=IdentityMechanism("aws:eks/podIdentityAssociation:PodIdentityAssociation",
@@ -264,4 +290,5 @@ FACTS = CloudFacts(
     managed_prometheus="amazon-managed-prometheus",
     snapshot_controller_in_cluster=True,
     autoscaler_in_cluster=True,
+    kubelet_reserve=kubelet_reserve,
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -20,7 +21,17 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.catalog import gpu_model
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
-from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
+from infra.spec.clouds.facts import (
+    EVICTION_MEMORY,
+    MIB,
+    CloudFacts,
+    CloudStorage,
+    IdentityMechanism,
+    Machine,
+    NodeReserve,
+    catalog_check,
+    sizes,
+)
 from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
 
@@ -172,6 +183,21 @@ def aks_gpu_instance_profile(pool: PoolSpec) -> str | None:
     return f"MIG{pool.mig.profile.split('g.')[0]}g"
 
 
+# AKS's kube-reserved CPU by host cores (learn.microsoft.com/azure/aks/node-resource-reservations), in millicores;
+# the table stops at 64 cores: above, its last step (10m a core) is continued.
+CPU_RESERVED = ((1, 60), (2, 100), (4, 140), (8, 180), (16, 260), (32, 420), (64, 740))
+MAX_PODS = 250  # Azure CNI overlay's default pods per node
+
+
+def kubelet_reserve(machine: Machine) -> NodeReserve:
+    """AKS 1.29+: memory min(20 MiB per pod + 50 MiB, 25% of the node) plus the 100 MiB eviction threshold; CPU
+    from CPU_RESERVED (the smallest row with at least the node's cores)."""
+    millicores = next((m for cores, m in CPU_RESERVED if machine.vcpu <= cores),
+                      CPU_RESERVED[-1][1] + 10 * (machine.vcpu - CPU_RESERVED[-1][0]))
+    memory = min((20 * MAX_PODS + 50) * MIB, Decimal(machine.memory_gib) * 1024 * MIB / 4) + EVICTION_MEMORY
+    return NodeReserve(Decimal(millicores) / 1000, memory)
+
+
 FACTS = CloudFacts(
     kind="aks",
     title="AKS",
@@ -197,7 +223,7 @@ FACTS = CloudFacts(
         "workload-identity": "Entra Workload ID (OIDC issuer, federated credentials)",
         "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
     },
-    storage=CloudStorage("azure", lambda spec: azure_classes(), "az", "azure",
+    storage=CloudStorage("azure", lambda spec, cluster, name: azure_classes(), "az", "azure",
                          f"docker.io/velero/velero-plugin-for-microsoft-azure:{VELERO_PLUGIN}", azure_location),
     # Entra Workload ID: the webhook reads the client id from the account and mutates labelled pods only.
     workload_identity=IdentityMechanism("azure-native:managedidentity:FederatedIdentityCredential", _account,
@@ -205,4 +231,5 @@ FACTS = CloudFacts(
                                         {"azure.workload.identity/use": "true"}),
     managed_prometheus="azure-monitor",
     snapshot_controller_in_cluster=True,
+    kubelet_reserve=kubelet_reserve,
 )

@@ -7,6 +7,7 @@ import difflib
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from infra.spec.storage.classes import Klass, SnapshotClass
@@ -32,6 +33,38 @@ class Machine:
     def describe(self) -> str:
         gpus = f"{self.gpus} x {self.gpu}, " if self.gpu else ""
         return f"{gpus}{self.vcpu} vCPU, {self.memory_gib}Gi"
+
+
+MIB, GIB = Decimal(2**20), Decimal(2**30)
+# (up to this amount, the share of it reserved); the last tier (None) covers the rest.
+Tiers = tuple[tuple[Decimal | None, Decimal], ...]
+# The CPU the kubelet keeps on GKE (cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes, "Memory
+# and CPU reservations") and on EKS (awslabs/amazon-eks-ami, its kube-reserved CPU): 6% of the first core, 1% of
+# the next, 0.5% of the next 2, 0.25% of any core above 4.
+CPU_TIERS: Tiers = ((Decimal(1), Decimal("0.06")), (Decimal(2), Decimal("0.01")), (Decimal(4), Decimal("0.005")),
+                    (None, Decimal("0.0025")))
+# The kubelet's hard eviction threshold memory.available<100Mi, which EKS, GKE and AKS (1.29+) all keep free.
+EVICTION_MEMORY = 100 * MIB
+
+
+def tiered(amount: Decimal, tiers: Tiers) -> Decimal:
+    """The reserved part of `amount` under progressive tiers."""
+    reserved, floor = Decimal(0), Decimal(0)
+    for ceiling, share in tiers:
+        top = amount if ceiling is None else min(amount, ceiling)
+        if top > floor:
+            reserved += (top - floor) * share
+        floor = amount if ceiling is None else ceiling
+    return reserved
+
+
+@dataclass(frozen=True)
+class NodeReserve:
+    """What the kubelet keeps of one node for itself and the OS (kube-reserved, system-reserved and the eviction
+    threshold): allocatable = capacity - this."""
+
+    cpu: Decimal  # cores
+    memory: Decimal  # bytes
 
 
 def sizes(cloud: str, gpu: str | None, rows: tuple[tuple[str, int, int, int, Fabric], ...],
@@ -72,7 +105,8 @@ class CloudStorage:
     """A cloud's storage profile: its CSI classes, its object storage and how Velero reaches it."""
 
     profile: str  # the storage.profile name
-    classes: Callable[[Any], tuple[list[Klass], list[SnapshotClass]]]  # StorageSpec -> classes, snapshot classes
+    # (StorageSpec, the cluster section, the cluster's name) -> classes, snapshot classes
+    classes: Callable[[Any, Any, str], tuple[list[Klass], list[SnapshotClass]]]
     bucket_scheme: str  # team bucket URIs: <scheme>://<bucket>
     velero_provider: str
     velero_plugin: str  # the object-store plugin image
@@ -100,6 +134,9 @@ class CloudFacts:
     control_plane_ports: frozenset[int] | None = None  # the only ports the control plane reaches private nodes on
     snapshot_controller_in_cluster: bool = False  # runs it as pods `trainyard verify` can see
     autoscaler_in_cluster: bool = False
+    # A machine -> what its kubelet reserves, by the cloud's published formula; None: the nodes' declared cpu and
+    # memory are taken as allocatable (an existing cluster's site knows its kubelet configuration).
+    kubelet_reserve: Callable[[Machine], NodeReserve] | None = None
 
 
 def lookup(name: str, machines: Mapping[str, Machine]) -> Machine:

@@ -11,13 +11,27 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from infra.spec.base import DnsLabel, Strict, ipv4_cidr
 from infra.spec.clouds.common import Endpoint, SystemPool, exactly_one, private
-from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, catalog_check, sizes
+from infra.spec.clouds.facts import (
+    CPU_TIERS,
+    EVICTION_MEMORY,
+    GIB,
+    CloudFacts,
+    CloudStorage,
+    IdentityMechanism,
+    Machine,
+    NodeReserve,
+    Tiers,
+    catalog_check,
+    sizes,
+    tiered,
+)
 from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
 from infra.spec.versions import VELERO_PLUGIN
 
@@ -80,14 +94,15 @@ MACHINES = (
 
 # storage.gcp; the class name is the section docs/stack-reference.md shows.
 class Gcp(Strict):
-    network: str = "default"
+    # The VPC network Filestore instances join: the cluster's own unless set (GKE nodes reach only their VPC).
+    network: str | None = None
     filestore_tier: Literal["standard", "premium", "enterprise", "zonal"] = Field(default="zonal",
                                                                                    alias="filestoreTier")
 
 
-def gcp_classes(storage: Gcp) -> tuple[list[Klass], list[SnapshotClass]]:
+def gcp_classes(storage: Gcp, cluster_vpc: str) -> tuple[list[Klass], list[SnapshotClass]]:
     pd, filestore = "pd.csi.storage.gke.io", "filestore.csi.storage.gke.io"
-    shared = {"tier": storage.filestore_tier, "network": storage.network}
+    shared = {"tier": storage.filestore_tier, "network": storage.network or cluster_vpc}
     return (
         [Klass(BLOCK, pd, {"type": "pd-balanced"}, "Delete", "WaitForFirstConsumer"),
          # GCS FUSE mounts existing buckets only: dataset volumes are static PVs onto each team's bucket.
@@ -153,6 +168,13 @@ class GcpSystemPool(SystemPool):
 
     catalogue: ClassVar[Mapping[str, Machine]] = {m.name: m for m in MACHINES}
 
+def vpc_name(gke: GkeCluster | None, cluster_name: str) -> str:
+    """The name of the cluster's VPC network: the one it joins, or the one Trainyard creates for it."""
+    if gke is None or gke.network.existing is None:
+        return f"{cluster_name}-vpc"
+    return gke.network.existing.network.rsplit("/", 1)[-1]
+
+
 class GkeCluster(Strict):
     name: DnsLabel | None = None
     project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
@@ -184,6 +206,17 @@ class GkeCluster(Strict):
         return self
 
 
+# GKE's memory reservation (plan-node-sizes, "Memory and CPU reservations"): 25% of the first 4 GiB, 20% of the
+# next 4, 10% of the next 8, 6% of the next 112 and 2% above 128 GiB, plus the 100 MiB eviction threshold.
+MEMORY_TIERS: Tiers = tuple((None if upto is None else Decimal(upto) * GIB, Decimal(share)) for upto, share in (
+    (4, "0.25"), (8, "0.20"), (16, "0.10"), (128, "0.06"), (None, "0.02")))
+
+
+def kubelet_reserve(machine: Machine) -> NodeReserve:
+    memory = Decimal(machine.memory_gib) * GIB
+    return NodeReserve(tiered(Decimal(machine.vcpu), CPU_TIERS), tiered(memory, MEMORY_TIERS) + EVICTION_MEMORY)
+
+
 FACTS = CloudFacts(
     kind="gke",
     title="GKE",
@@ -209,7 +242,8 @@ FACTS = CloudFacts(
         "workload-identity": "GKE Workload Identity (workload pool, GKE_METADATA nodes)",
     },
     # GCS buckets also live in multi- and dual-regions (EU, US, ...): storage.region is not checked as a region.
-    storage=CloudStorage("gcp", lambda spec: gcp_classes(spec.gcp), "gs", "gcp",
+    storage=CloudStorage("gcp", lambda spec, cluster, name: gcp_classes(spec.gcp, vpc_name(cluster.gke, name)),
+                         "gs", "gcp",
                          f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None),
     # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
     workload_identity=IdentityMechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _account),
@@ -219,4 +253,5 @@ FACTS = CloudFacts(
                             "roles/monitoring.metricWriter)",
     # GKE's own firewall rule from the control plane to private nodes.
     control_plane_ports=frozenset({443, 10250}),
+    kubelet_reserve=kubelet_reserve,
 )

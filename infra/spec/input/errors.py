@@ -86,6 +86,9 @@ PATTERN_WORDS = {
     r"^[A-Za-z][A-Za-z0-9-]*$": "an LDAP attribute name: letters, digits and '-', starting with a letter "
                                 "(or DN, the entry's own name)",
     r"^[a-z0-9][a-z0-9._-]*$": "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
+    r"^(ubuntu|rhel|rhcos|sles)[0-9]+(\.[0-9]+)?$": "an OS as the GPU Operator tags driver images: ID and VERSION_ID "
+                                                    "of /etc/os-release joined, e.g. ubuntu24.04 or rhel9.4",
+    r"^[0-9]+\.[0-9]+\.[0-9]+[-.A-Za-z0-9_]*$": "a kernel release as `uname -r` prints it, e.g. 6.8.0-60-generic",
 }
 _TYPE_WORDS = {
     "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",

@@ -26,15 +26,19 @@ def capacity_findings(platform: Platform) -> list[Finding]:
     findings: list[Finding] = []
     for flavor in platform.flavors:
         sums = platform.quota_sums[flavor.name]
-        for resource, capacity in flavor.capacity.items():
+        for resource, capacity in flavor.allocatable.items():
             total = sums.get(resource, Decimal(0))
             if total > capacity:
-                autoscaled = flavor.max_capacity.get(resource, capacity) > capacity
+                autoscaled = flavor.max_capacity.get(resource, capacity) > flavor.capacity[resource]
+                nominal = flavor.capacity[resource]
+                kept = (f" allocatable ({_amount(resource, nominal)} less what the kubelet and the platform's "
+                        "DaemonSets keep)") if capacity < nominal else ""
                 findings.append(Finding(
                     "capacity", f"flavor {flavor.name}",
                     f"teams guarantee {_amount(resource, total)} {resource} but the pool offers "
-                    f"{_amount(resource, capacity)}" + (" at its minimum node count (nodes above the minimum are "
-                                                         "only borrowable)" if autoscaled else "")
+                    f"{_amount(resource, capacity)}{kept}"
+                    + (" at its minimum node count (nodes above the minimum are "
+                       "only borrowable)" if autoscaled else "")
                     + ": lower a team quota or add nodes",
                 ))
         for resource in flavor.gpu_resources:

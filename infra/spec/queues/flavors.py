@@ -17,8 +17,11 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
+from infra.components import GPU_OPERATOR
 from infra.spec.base import parse_quantity
 from infra.spec.catalog import gpu_model
+from infra.spec.clouds import CLOUDS
+from infra.spec.clouds.facts import NodeReserve
 from infra.spec.cluster import ClusterSpec, GpuStack
 from infra.spec.pools import GPU_RESOURCE, POOL_LABEL, PoolSpec, Taint
 
@@ -64,6 +67,12 @@ class Flavor:
     max_capacity: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))  # at max nodes
     origin: str = ""  # what the capacity is derived from, for people: "4 x p5.48xlarge (8 x H100-SXM-80GB)"
     gpu: GpuOffer | None = None
+    # What team pods can request: the capacity less what each node's kubelet keeps (the cloud's published
+    # formula; on an existing cluster the declared per-node figures count as the kubelet's allocatable) and what
+    # the platform's DaemonSets request there (components' node_requests). Quotas are held to it.
+    allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+    max_allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+    kubelet_reserve: NodeReserve = field(default_factory=lambda: NodeReserve(Decimal(0), Decimal(0)))  # per node
 
 
 def _each_once(items: Sequence[T]) -> list[T]:
@@ -95,11 +104,28 @@ def gpu_offer(name: str, pool: PoolSpec, stack: GpuStack) -> GpuOffer | None:
                     config if strategy != "none" else None)
 
 
-def _capacity(pool: PoolSpec, offer: GpuOffer | None, nodes: int) -> dict[str, Decimal]:
-    capacity = {CPU: parse_quantity(pool.cpu) * nodes, MEMORY: parse_quantity(pool.memory) * nodes}
+def _capacity(pool: PoolSpec, offer: GpuOffer | None, nodes: int, reserve: NodeReserve | None = None
+              ) -> dict[str, Decimal]:
+    """The pool's resources at `nodes` nodes; with `reserve`, less what each node keeps from team pods."""
+    kept = reserve or NodeReserve(Decimal(0), Decimal(0))
+    capacity = {CPU: max(parse_quantity(pool.cpu) - kept.cpu, Decimal(0)) * nodes,
+                MEMORY: max(parse_quantity(pool.memory) - kept.memory, Decimal(0)) * nodes}
     if offer is not None:
         capacity[offer.resource] = Decimal(offer.units_per_node * nodes)
     return capacity
+
+
+def kubelet_reserve(pool: PoolSpec, cluster: ClusterSpec) -> NodeReserve:
+    """What the kubelet of one node of the pool keeps, where the cloud publishes it (else nothing)."""
+    reserve, machine = CLOUDS[cluster.kind].kubelet_reserve, pool.machine
+    return reserve(machine) if reserve is not None and machine is not None else NodeReserve(Decimal(0), Decimal(0))
+
+
+def platform_reserve(cluster: ClusterSpec) -> NodeReserve:
+    """What the platform's own DaemonSets request on every node: the GPU Operator's, where it runs (taken on every
+    pool: the render may show fewer, never more)."""
+    requests = dict(GPU_OPERATOR.node_requests) if cluster.gpu_stack().operator else {}
+    return NodeReserve(parse_quantity(requests.get(CPU, "0")), parse_quantity(requests.get(MEMORY, "0")))
 
 
 def _origin(pool: PoolSpec, offer: GpuOffer | None) -> str:
@@ -131,6 +157,8 @@ def _taints(pool: PoolSpec, cluster: ClusterSpec) -> list[Taint]:
 def build_flavor(name: str, pool: PoolSpec, cluster: ClusterSpec) -> Flavor:
     offer = gpu_offer(name, pool, cluster.gpu_stack())
     taints = _taints(pool, cluster)
+    kubelet, agents = kubelet_reserve(pool, cluster), platform_reserve(cluster)
+    reserve = NodeReserve(kubelet.cpu + agents.cpu, kubelet.memory + agents.memory)
     return Flavor(
         name=name,
         pool=name,
@@ -144,4 +172,7 @@ def build_flavor(name: str, pool: PoolSpec, cluster: ClusterSpec) -> Flavor:
         max_capacity=MappingProxyType(_capacity(pool, offer, pool.max_node_count)),
         origin=_origin(pool, offer),
         gpu=offer,
+        allocatable=MappingProxyType(_capacity(pool, offer, pool.node_count, reserve)),
+        max_allocatable=MappingProxyType(_capacity(pool, offer, pool.max_node_count, reserve)),
+        kubelet_reserve=kubelet,
     )

@@ -243,7 +243,7 @@ def derive_storage(spec: StorageSpec, cluster: Any, cluster_name: str,
         classes, snapshots = _nfs_classes(spec.nfs)
     else:
         assert cloud is not None
-        classes, snapshots = cloud.classes(spec)
+        classes, snapshots = cloud.classes(spec, cluster, cluster_name)
     unknown = sorted(set(spec.teams) - set(teams))
     if unknown:
         raise ValueError(f"storage.teams.{unknown[0]}: no team named '{unknown[0]}'")
