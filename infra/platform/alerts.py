@@ -9,6 +9,7 @@ come from the spec (Flavor.capacity, the tiers' crons)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
@@ -206,8 +207,10 @@ def _recording(platform: Platform) -> list[dict[str, Any]]:
                      " kube_node_labels)"}]
 
 
-def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str, Any]]:
-    """The PrometheusRule spec.groups of this stack, with the runbook links of spec.observability."""
+def rule_groups(platform: Platform, monitoring_namespace: str,
+                extra: Sequence[tuple[str, list[dict[str, Any]]]] = ()) -> list[dict[str, Any]]:
+    """The PrometheusRule spec.groups of this stack, with the runbook links of spec.observability; `extra`: groups
+    built elsewhere from this module's pieces (usage_rules.py)."""
     dcgm = platform.observability.dcgm
     groups = [
         ("trainyard-gpu-hardware", _gpu_hardware(platform) if dcgm else []),
@@ -217,6 +220,7 @@ def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str,
         ("trainyard-controllers", _controllers(platform)),
         ("trainyard-backup", _backup(platform)),
         ("trainyard-storage", _storage(platform, monitoring_namespace)),
+        *extra,
     ]
     base = platform.observability.alerting.runbook_base
     for _, rules in groups:

@@ -7,6 +7,7 @@ import difflib
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from infra.spec.storage_classes import Klass, SnapshotClass
@@ -100,6 +101,10 @@ class CloudFacts:
     control_plane_ports: frozenset[int] | None = None  # the only ports the control plane reaches private nodes on
     snapshot_controller_in_cluster: bool = False  # runs it as pods `trainyard verify` can see
     autoscaler_in_cluster: bool = False
+    # Machine name -> published on-demand price per hour (USD) of a whole machine, and where and when it was read:
+    # the default price of a pool's GPU-hour (infra/spec/usage.py) when the stack declares none.
+    list_prices: Mapping[str, Decimal] = field(default_factory=dict)
+    price_source: str = ""
 
 
 def lookup(name: str, machines: Mapping[str, Machine]) -> Machine:

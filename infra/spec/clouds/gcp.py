@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -184,6 +185,11 @@ class GkeCluster(Strict):
         return self
 
 
+# On-demand prices per machine-hour in us-central1 (USD, GPUs included), GPU machines only: the default price of a
+# pool's GPU-hour in `trainyard report usage`. Other regions, Spot and commitments differ: declare `pricePerGpuHour`.
+PRICE_SOURCE = "Google Compute Engine GPU pricing (cloud.google.com/compute/gpus-pricing), us-central1, read 2026-12-01"
+LIST_PRICES = {"a3-highgpu-8g": Decimal("88.253"), "g2-standard-48": Decimal("3.999")}
+
 FACTS = CloudFacts(
     kind="gke",
     title="GKE",
@@ -199,6 +205,7 @@ FACTS = CloudFacts(
     login_fix="set cluster.gke.login.securityGroup (gke-security-groups@<your domain>)",
     provides={
         "network-policy": "GKE Dataplane V2 (ADVANCED_DATAPATH)",
+        "audit-log": "Admin Activity and Data Access audit logs, routed to a log bucket (audit.retentionDays)",
         "csi:pd.csi.storage.gke.io": "GCE persistent disk CSI driver (addons_config)",
         "csi:filestore.csi.storage.gke.io": "Filestore CSI driver (addons_config)",
         "csi:gcsfuse.csi.storage.gke.io": "Cloud Storage FUSE CSI driver (addons_config)",
@@ -218,4 +225,6 @@ FACTS = CloudFacts(
                             "roles/monitoring.metricWriter)",
     # GKE's own firewall rule from the control plane to private nodes.
     control_plane_ports=frozenset({443, 10250}),
+    list_prices=LIST_PRICES,
+    price_source=PRICE_SOURCE,
 )
