@@ -66,7 +66,7 @@ def test_aks_sends_kube_audit_admin_to_its_workspace_and_kube_audit_on_request()
 @pytest.mark.parametrize(("stack", "audit", "message"), [
     ("aws-prod", {"retentionDays": 100}, "audit.retentionDays: 100 is not a CloudWatch Logs retention"),
     ("aws-prod", {"destination": "/my/group"}, "audit.destination: EKS writes to the log group"),
-    ("gcp-prod", {"retentionDays": 3651}, "audit.retentionDays: 3651 is outside 1-3650 days"),
+    ("gcp-prod", {"retentionDays": 3651}, "audit.retentionDays: 3651 is outside 1-3650 days for a Cloud Logging"),
     ("gcp-prod", {"destination": "a.b"}, "audit.destination: 'a.b' is not a log bucket id"),
     ("azure-prod", {"retentionDays": 29}, "audit.retentionDays: 29 is outside 30-730 days"),
     ("azure-prod", {"retentionDays": 731}, "audit.retentionDays: 731 is outside 30-730 days"),

@@ -264,3 +264,19 @@ def test_the_usage_rules_fail_the_catalog_check_where_dcgm_is_not_scraped() -> N
     assert rule_findings([obj], platform_of("onprem-lab").observability) == []
     findings = rule_findings([obj], platform_of("gcp-prod").observability)
     assert findings and all("DCGM_FI_DEV_GPU_UTIL" in f.message for f in findings)
+
+
+def test_a_gpu_pool_without_a_price_is_a_plan_warning() -> None:
+    from infra.checks.context import Context
+    from infra.checks.usage import check_pools_priced
+    from tests.conftest import capture_of, run_raw
+
+    for stack in ("aws-prod", "local"):  # every GPU pool priced (local's at 0)
+        assert check_pools_priced(Context(platform_of(stack), capture_of(stack), None)) == []
+    raw = raw_platform("onprem-lab")
+    del raw["pools"]["l40s"]["pricePerGpuHour"]
+    from infra.spec.input.load import validate
+
+    [finding] = check_pools_priced(Context(validate(raw, "onprem-lab"), run_raw("onprem-lab", raw), None))
+    assert finding.severity == "warning" and finding.subject == "pool l40s"
+    assert finding.message.startswith("no price: declare pools.l40s.pricePerGpuHour")

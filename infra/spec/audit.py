@@ -23,12 +23,8 @@ from typing import Any
 from pydantic import Field
 
 from infra.spec.base import Strict
+from infra.spec.clouds import CLOUDS
 
-# The retention values CloudWatch Logs accepts (PutRetentionPolicy), in days.
-CLOUDWATCH_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
-                   3288, 3653)
-# Kind -> (lowest, highest) retention in days: a GCP log bucket; a Log Analytics workspace (interactive retention).
-RETENTION_RANGE = {"gke": (1, 3650), "aks": (30, 730), "existing": (1, 3653)}
 POLICY_FILE = "/etc/kubernetes/audit/policy.yaml"
 LOG_PATH = "/var/log/kubernetes/audit/audit.log"
 POLICY_DOC = "docs/audit-policy.yaml"
@@ -55,15 +51,14 @@ class AuditSpec(Strict):
 
 def check_audit(audit: AuditSpec, kind: str) -> None:
     """Kind-specific limits; a ValueError names the field under `audit`."""
-    days = audit.retention_days
-    if kind == "eks" and days not in CLOUDWATCH_DAYS:
-        raise ValueError(f"audit.retentionDays: {days} is not a CloudWatch Logs retention: use one of "
-                         f"{', '.join(map(str, CLOUDWATCH_DAYS))}")
-    if kind in RETENTION_RANGE:
-        low, high = RETENTION_RANGE[kind]
-        if not low <= days <= high:
-            raise ValueError(f"audit.retentionDays: {days} is outside {low}-{high} days on {kind} clusters: "
-                             "give a value in that range")
+    days, facts = audit.retention_days, CLOUDS[kind]
+    if facts.audit_day_values and days not in facts.audit_day_values:
+        raise ValueError(f"audit.retentionDays: {days} is not a {facts.audit_store} retention: use one of "
+                         f"{', '.join(map(str, facts.audit_day_values))}")
+    low, high = facts.audit_days
+    if not low <= days <= high:
+        raise ValueError(f"audit.retentionDays: {days} is outside {low}-{high} days for {facts.audit_store} "
+                         f"({kind} clusters): give a value in that range")
     if kind == "eks" and audit.destination is not None:
         raise ValueError("audit.destination: EKS writes to the log group /aws/eks/<cluster>/cluster: remove it")
     if kind == "gke" and audit.destination is not None and not re.match(GCP_BUCKET, audit.destination):

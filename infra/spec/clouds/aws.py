@@ -273,4 +273,8 @@ FACTS = CloudFacts(
     autoscaler_in_cluster=True,
     list_prices=LIST_PRICES,
     price_source=PRICE_SOURCE,
+    # The values CloudWatch Logs' PutRetentionPolicy accepts, in days.
+    audit_day_values=(1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653),
+    audit_store="CloudWatch Logs",
 )

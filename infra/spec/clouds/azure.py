@@ -214,4 +214,6 @@ FACTS = CloudFacts(
     snapshot_controller_in_cluster=True,
     list_prices=LIST_PRICES,
     price_source=PRICE_SOURCE,
+    audit_days=(30, 730),  # a Log Analytics workspace's interactive retention
+    audit_store="a Log Analytics workspace",
 )

@@ -105,6 +105,11 @@ class CloudFacts:
     # the default price of a pool's GPU-hour (infra/spec/usage.py) when the stack declares none.
     list_prices: Mapping[str, Decimal] = field(default_factory=dict)
     price_source: str = ""
+    # The audit trail's retention (audit.retentionDays): the days its store accepts, as a range or (when the store
+    # takes only some values) the values; and where the entries land, for people (infra/spec/audit.py).
+    audit_days: tuple[int, int] = (1, 3653)
+    audit_day_values: tuple[int, ...] = ()
+    audit_store: str = ""
 
 
 def lookup(name: str, machines: Mapping[str, Machine]) -> Machine:

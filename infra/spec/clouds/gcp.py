@@ -227,4 +227,6 @@ FACTS = CloudFacts(
     control_plane_ports=frozenset({443, 10250}),
     list_prices=LIST_PRICES,
     price_source=PRICE_SOURCE,
+    audit_days=(1, 3650),  # a Cloud Logging bucket's retention
+    audit_store="a Cloud Logging bucket",
 )
