@@ -82,7 +82,7 @@ def _flags(pod: dict[str, Any]) -> dict[str, str]:
     return flags
 
 
-def audit_findings(platform: Platform, pods: list[dict[str, Any]]) -> list[str]:
+def audit_problems(platform: Platform, pods: list[dict[str, Any]]) -> list[str]:
     """What the readable kube-apiserver pods lack of the stack's audit settings (none readable: nothing)."""
     audit = platform.spec.audit
     policy, path = audit.policy_file or POLICY_FILE, audit.destination or LOG_PATH
@@ -130,7 +130,7 @@ def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> li
         if capability[4:] not in groups:
             missing(capability, f"no CRD of API group {capability[4:]} is served")
     if "audit-log" in needed and kind == "existing":
-        for problem in audit_findings(platform, cluster.api_server_pods()):
+        for problem in audit_problems(platform, cluster.api_server_pods()):
             missing("audit-log", problem)
     for location in cluster.backup_locations():
         phase = location.get("status", {}).get("phase", "unknown")
