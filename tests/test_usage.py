@@ -280,3 +280,18 @@ def test_a_gpu_pool_without_a_price_is_a_plan_warning() -> None:
     [finding] = check_pools_priced(Context(validate(raw, "onprem-lab"), run_raw("onprem-lab", raw), None))
     assert finding.severity == "warning" and finding.subject == "pool l40s"
     assert finding.message.startswith("no price: declare pools.l40s.pricePerGpuHour")
+
+
+def test_the_usage_dashboard_shows_days_and_30_day_windows_per_team() -> None:
+    from infra.platform.dashboards import usage_dashboard
+
+    board = usage_dashboard(platform_of("onprem-lab"))
+    panels = {panel["title"]: panel for panel in board["panels"]}
+    daily = panels["GPU-hours idle per team and pool, per day"]
+    assert daily["interval"] == "1d"
+    assert daily["targets"][0]["expr"] == f'sum by (team, pool) (sum_over_time({IDLE}{{team=~"$team"}}[1d:5m])) / 12'
+    assert panels["GPU-hours admitted per team and pool, per 30 days"]["interval"] == "30d"
+    assert "Workloads with the most idle GPU-hours, per day" in panels
+    without_dcgm = {panel["title"] for panel in usage_dashboard(platform_of("gcp-prod"))["panels"]}
+    assert without_dcgm == {"GPU-hours admitted per team and pool, per day",
+                            "GPU-hours admitted per team and pool, per 30 days"}
