@@ -53,6 +53,7 @@ class FakePrometheus(BaseHTTPRequestHandler):
     """/api/v1/query_range for a bare recorded series name: the points at start, start + step, ... <= end."""
 
     queries: ClassVar[list[dict[str, str]]] = []
+    paths: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
@@ -68,7 +69,9 @@ class FakePrometheus(BaseHTTPRequestHandler):
                 metric: dict[str, str] = {"__name__": name, **labels}
                 result.append({"metric": metric, "values": points})
         body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
-        status = 200 if url.path == "/api/v1/query_range" else 404
+        # Direct, or through the API server's service proxy (…/services/<name>:http-web/proxy/api/v1/query_range).
+        status = 200 if url.path.endswith("/api/v1/query_range") else 404
+        FakePrometheus.paths.append(url.path)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -83,7 +86,7 @@ def prometheus() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    FakePrometheus.queries = []
+    FakePrometheus.queries, FakePrometheus.paths = [], []
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -129,6 +132,32 @@ def test_top_limits_the_workloads(prometheus: str, capsys: pytest.CaptureFixture
     _, out, _ = _report(capsys, "--prometheus", prometheus, "--top", "1")
     listed = out.split("workloads with the most idle GPU-hours:\n")[1].splitlines()
     assert listed == ["  vision  vision/train-a-0  8.00"]
+
+
+def test_through_a_context_the_api_servers_service_proxy_is_asked(prometheus: str, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The kubernetes client against the fake, standing in for the API server that proxies to Prometheus."""
+    from kubernetes import client, config
+
+    def load(config_file: str, context: str | None) -> None:
+        assert context == "lab-admin"
+        configuration = client.Configuration(host=prometheus)
+        configuration.api_key = {"BearerToken": "Bearer t0ken"}
+        client.Configuration.set_default(configuration)
+
+    monkeypatch.setattr(config, "load_kube_config", load)
+    monkeypatch.setattr(client.Configuration, "_default", None)  # restored after the test
+    code, out, _ = _report(capsys, "--context", "lab-admin", "--csv")
+    assert code == 0 and "vision,all,24.00,16.00,8.00,0.3333,,57.60" in out
+    assert set(FakePrometheus.paths) == {
+        "/api/v1/namespaces/monitoring/services/kube-prometheus-stack-prometheus:http-web/proxy/api/v1/query_range"}
+
+
+def test_a_missing_kubeconfig_context_is_a_finding(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    code, out, _ = _report(capsys, "--context", "nowhere")
+    assert code == 1 and out.startswith("error: cannot read Prometheus: service monitoring/")
 
 
 def test_an_unreachable_prometheus_is_a_finding_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:

@@ -67,9 +67,12 @@ class ProxiedPrometheus:
 
         from infra.live.verify import kubeconfig_files
 
-        config.load_kube_config(config_file=kubeconfig_files(), context=context)
-        self._api = client.ApiClient()
         self.where = f"service {MONITORING.namespace}/{PROMETHEUS_SERVICE} (context {context or 'current'})"
+        try:
+            config.load_kube_config(config_file=kubeconfig_files(), context=context)
+        except Exception as error:  # no kubeconfig, no such context: the cluster cannot be reached
+            raise PrometheusError(f"{self.where}: {error}") from None
+        self._api = client.ApiClient()
 
     def query_range(self, query: str, start: int, end: int, step: int) -> list[Series]:
         path = (f"/api/v1/namespaces/{MONITORING.namespace}/services/{PROMETHEUS_SERVICE}:http-web/proxy"
