@@ -54,6 +54,7 @@ class FakePrometheus(BaseHTTPRequestHandler):
 
     queries: ClassVar[list[dict[str, str]]] = []
     paths: ClassVar[list[str]] = []
+    tokens: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
@@ -72,6 +73,7 @@ class FakePrometheus(BaseHTTPRequestHandler):
         # Direct, or through the API server's service proxy (…/services/<name>:http-web/proxy/api/v1/query_range).
         status = 200 if url.path.endswith("/api/v1/query_range") else 404
         FakePrometheus.paths.append(url.path)
+        FakePrometheus.tokens.append(self.headers.get("Authorization", ""))
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -86,7 +88,7 @@ def prometheus() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    FakePrometheus.queries, FakePrometheus.paths = [], []
+    FakePrometheus.queries, FakePrometheus.paths, FakePrometheus.tokens = [], [], []
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -151,6 +153,7 @@ def test_through_a_context_the_api_servers_service_proxy_is_asked(prometheus: st
     assert code == 0 and "vision,all,24.00,16.00,8.00,0.3333,,57.60" in out
     assert set(FakePrometheus.paths) == {
         "/api/v1/namespaces/monitoring/services/kube-prometheus-stack-prometheus:http-web/proxy/api/v1/query_range"}
+    assert set(FakePrometheus.tokens) == {"Bearer t0ken"}  # the kubeconfig's credentials go along
 
 
 def test_a_missing_kubeconfig_context_is_a_finding(monkeypatch: pytest.MonkeyPatch,
