@@ -28,7 +28,7 @@ from tests.conftest import ROOT, capture_of, platform_of
 # adds its id.
 KNOWN_IDS = {
     "capacity-fits-pool", "quota-resources-offered", "lending-limits", "borrowing-limits", "flavor-taints-tolerated",
-    "runtime-resources-covered", "runtime-reachable", "prerequisites-provided", "policy-pack",
+    "pools-priced", "runtime-resources-covered", "runtime-reachable", "prerequisites-provided", "policy-pack",
     "chart-values-accepted", "chart-hooks-covered", "schema", "own-admission", "declared-once", "images-pinned",
     "driver-image-known",
     "crd-needs-stated", "capacity-after-daemonsets",

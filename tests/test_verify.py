@@ -7,6 +7,7 @@ from typing import Any
 
 from infra.live.verify import expectations, verify
 from infra.platform.observability import scrape_jobs
+from infra.spec.audit import LOG_PATH, POLICY_FILE
 from infra.spec.clouds.aws import EFA_RESOURCE
 from tests.conftest import platform_of
 
@@ -47,6 +48,14 @@ class FakeCluster:
         self.locations = [{"metadata": {"name": "default"}, "status": {"phase": "Available"}}]
         # Every series of the metric catalog for this stack's components: every exporter scraped, every event seen.
         self.series = set(self.platform.observability.catalog())
+        audit = self.platform.spec.audit
+        self.api_server_args = ["kube-apiserver", f"--audit-policy-file={audit.policy_file or POLICY_FILE}",
+                                f"--audit-log-path={audit.destination or LOG_PATH}",
+                                f"--audit-log-maxage={audit.retention_days}"]
+
+    def api_server_pods(self) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": "kube-apiserver-cp-1"},
+                 "spec": {"containers": [{"name": "kube-apiserver", "command": self.api_server_args}]}}]
 
     def backup_locations(self) -> list[dict[str, Any]]:
         return self.locations
@@ -204,3 +213,32 @@ def test_a_backup_location_velero_cannot_reach_is_reported() -> None:
     findings = verify(cluster.platform, cluster)
     assert [f.subject for f in findings] == ["BackupStorageLocation default"]
     assert "phase Unavailable" in findings[0].message
+
+
+def test_an_api_server_without_the_audit_policy_is_reported() -> None:
+    cluster = FakeCluster("onprem-lab")
+    cluster.api_server_args = ["kube-apiserver", "--authorization-mode=Node,RBAC"]
+    [finding] = verify(cluster.platform, cluster)
+    assert finding.subject == "prerequisite audit-log"
+    assert finding.message.startswith(f"kube-apiserver-cp-1 runs without --audit-policy-file={POLICY_FILE}")
+
+
+def test_audit_files_kept_shorter_than_declared_are_reported() -> None:
+    cluster = FakeCluster("onprem-lab")  # declares 180 days
+    cluster.api_server_args[-1] = "--audit-log-maxage=180"
+    assert verify(cluster.platform, cluster) == []  # at the limit
+    cluster.api_server_args[-1] = "--audit-log-maxage=179"
+    [finding] = verify(cluster.platform, cluster)
+    assert "keeps audit files 179 days" in finding.message and "declares 180" in finding.message
+    cluster.api_server_args[2] = "--audit-log-path=/tmp/audit.log"
+    [finding] = verify(cluster.platform, cluster)
+    assert "writes its audit log to /tmp/audit.log" in finding.message
+
+
+def test_an_unreadable_control_plane_is_not_a_finding_and_clouds_are_not_read() -> None:
+    cluster = FakeCluster("onprem-lab")
+    cluster.api_server_pods = lambda: []  # type: ignore[method-assign]  # k3s, RKE2: no kube-apiserver pod
+    assert verify(cluster.platform, cluster) == []
+    cloud = FakeCluster("aws-prod")
+    cloud.api_server_args = []
+    assert verify(cloud.platform, cloud) == []

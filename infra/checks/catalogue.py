@@ -39,6 +39,7 @@ from infra.checks import (
     policies,
     prerequisites,
     schema,
+    usage,
 )
 from infra.checks.context import Context, StackContext
 from infra.offline.clusters import split
@@ -82,6 +83,8 @@ CHECKS: tuple[Entry[Context], ...] = (
           capacity.check_lending_limits),
     Entry("borrowing-limits", "spec", "warning", "A borrowing limit the team chose has an effect: something in the "
           "cohort can lend it", capacity.check_borrowing_limits),
+    Entry("pools-priced", "spec", "warning", "Every GPU pool has a price per GPU-hour (declared, or its cloud "
+          "machine's on-demand list price) for the usage report's cost", usage.check_pools_priced),
     Entry("flavor-taints-tolerated", "spec", "error", "Some runtime tolerates the taints of every flavor a team has "
           "a guarantee on", capacity.check_flavor_taints_tolerated),
     Entry("runtime-resources-covered", "spec", "error", "Some ClusterQueue covers every resource a runtime's pods "

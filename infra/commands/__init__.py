@@ -20,7 +20,7 @@ from infra.spec import SpecError
 # A module is imported when the parser is built; what a command needs at run time it imports when it runs, so
 # that one command does not pay for another's imports (the kubernetes client, the offline API server).
 COMMANDS = ("plan", "render", "validate", "diff", "docs", "verify", "accept", "admit", "team", "images",
-            "simulate")
+            "simulate", "report")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.commands.common import ROOT, Subparsers
+from infra.docs.audit import audit_policy_file
 from infra.docs.checks import checks_page
 from infra.docs.reference import stack_reference
 from infra.docs.stack import stack_page
@@ -14,7 +15,8 @@ from infra.spec.input.load import read_stack_config, stack_names
 
 
 def generated(root: Path, stacks: list[str]) -> dict[Path, str]:
-    pages = {root / "docs" / "stack-reference.md": stack_reference(), root / "docs" / "checks.md": checks_page()}
+    pages = {root / "docs" / "stack-reference.md": stack_reference(), root / "docs" / "checks.md": checks_page(),
+             root / "docs" / "audit-policy.yaml": audit_policy_file()}
     for stack in stacks:
         path = stack_path(stack, root)
         platform = load_file(path)
@@ -43,7 +45,8 @@ def run(root: Path, stack: str | None, check: bool) -> int:
 
 
 def register(sub: Subparsers) -> None:
-    docs = sub.add_parser("docs", help="regenerate docs/stacks/<stack>.md, docs/stack-reference.md and docs/checks.md")
+    docs = sub.add_parser("docs", help="regenerate docs/stacks/<stack>.md, docs/stack-reference.md, docs/checks.md "
+                                         "and docs/audit-policy.yaml")
     docs.add_argument("stack", nargs="?", help="a stack name or stack file (default: every stack in stacks/)")
     docs.add_argument("--check", action="store_true", help="exit 1 when a generated page is stale")
     docs.set_defaults(func=lambda args: run(ROOT, args.stack, args.check))

@@ -13,7 +13,9 @@ from infra.offline.plan import objects
 from infra.review.burst import DATA_HEADER, burst_rows, data_rows
 from infra.review.summary import capacity_rows
 from infra.spec import Platform
+from infra.spec.audit import POLICY_DOC, POLICY_FILE, destination
 from infra.spec.base import format_amount
+from infra.spec.clouds import CLOUDS
 
 
 def _pools(platform: Platform) -> list[str]:
@@ -41,6 +43,19 @@ def _prerequisites(platform: Platform) -> list[str]:
         rows.append([f"`{need.capability}`", need.who, provision.by if provision else "**nothing**",
                      provision.how if provision else "-"])
     return markdown_table(rows)
+
+
+def _audit(platform: Platform) -> list[str]:
+    """Where the API audit trail lands and, on an existing cluster, the flags the site's API server runs with."""
+    audit, kind = platform.spec.audit, platform.spec.cluster.kind
+    where = destination(audit, kind, platform.cluster_name)
+    lines = [f"Entries land in {CLOUDS[kind].audit_store} `{where}`, kept {audit.retention_days} days "
+             "(docs/access.md: where to look, how the access review reads it)."]
+    if kind == "existing":
+        lines.append(f"The site's kube-apiserver runs with `--audit-policy-file={audit.policy_file or POLICY_FILE}` "
+                     f"(a copy of [{POLICY_DOC}](../audit-policy.yaml)), `--audit-log-path={where}` and "
+                     f"`--audit-log-maxage={audit.retention_days}`; `trainyard verify` reads them.")
+    return [" ".join(lines), ""]
 
 
 def _gpu_ceiling(platform: Platform, team: str) -> str:
@@ -120,6 +135,7 @@ def _sections(platform: Platform, capture: Capture, level: str) -> list[str]:
         f"{level} Pools", "", *_pools(platform),
         f"{level} Cluster prerequisites", "", "`trainyard plan` fails on a need nothing provides; `trainyard verify` "
         "checks them on the live cluster (docs/prerequisites.md).", "", *_prerequisites(platform),
+        f"{level} API audit trail", "", *_audit(platform),
         f"{level} Capacity and guaranteed quota per flavor", "",
         "What teams are guaranteed is their ClusterQueue's nominal quota; the rest is the cohort's shared pool.", "",
         *markdown_table(capacity_rows(platform)),

@@ -5,6 +5,10 @@ What the API shows is checked: a NetworkPolicy engine's DaemonSet running, each 
 Spot termination handler running where the cluster runs them in-cluster, every needed API group served.
 Login (group claims) and workload identity are configured outside the API: the access matrix and the backup
 location's phase (Available: Velero reached its bucket, with workload identity in the clouds) show them at work.
+The audit trail of an existing cluster: the flags of the kube-apiserver pods in kube-system (kubeadm's static pods,
+mirrored into the API with label component=kube-apiserver; kind's too). A control plane that runs no such pod
+(k3s, RKE2's embedded server, a hosted one) is not readable through the API: docs/access.md says how to check it
+by hand. A cloud control plane's audit logs are the cluster layer's own settings, seen in the plan.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from infra.spec import Finding, Platform
+from infra.spec.audit import LOG_PATH, POLICY_FILE
 from infra.spec.clouds import CLOUDS
 from infra.spec.prerequisites import SNAPSHOT_GROUP
 
@@ -34,6 +39,7 @@ class PrerequisiteReader(Protocol):
     def csi_drivers(self) -> set[str]: ...
     def crd_groups(self) -> set[str]: ...
     def backup_locations(self) -> list[dict[str, Any]]: ...
+    def api_server_pods(self) -> list[dict[str, Any]]: ...
 
 
 def _ready(workload: dict[str, Any]) -> bool:
@@ -65,6 +71,35 @@ def _system_workload(cluster: PrerequisiteReader, names: tuple[str, ...]) -> boo
     return any(any(n in w["metadata"]["name"] for n in names) and _ready(w) for w in workloads)
 
 
+def _flags(pod: dict[str, Any]) -> dict[str, str]:
+    """--name=value flags of a pod's kube-apiserver container (command and args)."""
+    flags = {}
+    for container in pod.get("spec", {}).get("containers", []):
+        for word in [*(container.get("command") or []), *(container.get("args") or [])]:
+            name, _, value = str(word).partition("=")
+            if name.startswith("--"):
+                flags[name[2:]] = value
+    return flags
+
+
+def audit_problems(platform: Platform, pods: list[dict[str, Any]]) -> list[str]:
+    """What the readable kube-apiserver pods lack of the stack's audit settings (none readable: nothing)."""
+    audit = platform.spec.audit
+    policy, path = audit.policy_file or POLICY_FILE, audit.destination or LOG_PATH
+    problems = []
+    for pod in pods:
+        name, flags = pod["metadata"]["name"], _flags(pod)
+        if flags.get("audit-policy-file") != policy:
+            problems.append(f"{name} runs without --audit-policy-file={policy}: no audit trail")
+        elif flags.get("audit-log-path") != path and "audit-webhook-config-file" not in flags:
+            problems.append(f"{name} writes its audit log to {flags.get('audit-log-path') or 'nowhere'}, "
+                            f"not {path} (audit.destination)")
+        elif "audit-log-path" in flags and int(flags.get("audit-log-maxage") or 0) < audit.retention_days:
+            problems.append(f"{name} keeps audit files {flags.get('audit-log-maxage') or 'without an age limit'} "
+                            f"days (--audit-log-maxage), the stack declares {audit.retention_days}")
+    return problems
+
+
 def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> list[Finding]:
     prerequisites, kind = platform.prerequisites, platform.spec.cluster.kind
     needed = {need.capability: need for need in prerequisites.needs}
@@ -94,6 +129,9 @@ def prerequisite_findings(platform: Platform, cluster: PrerequisiteReader) -> li
     for capability in sorted(c for c in needed if c.startswith("crd:")):
         if capability[4:] not in groups:
             missing(capability, f"no CRD of API group {capability[4:]} is served")
+    if "audit-log" in needed and kind == "existing":
+        for problem in audit_problems(platform, cluster.api_server_pods()):
+            missing("audit-log", problem)
     for location in cluster.backup_locations():
         phase = location.get("status", {}).get("phase", "unknown")
         if phase != "Available":

@@ -43,6 +43,7 @@ class LiveCluster(Protocol):
     def daemonsets(self) -> list[dict[str, Any]]: ...
     def csi_drivers(self) -> set[str]: ...
     def backup_locations(self) -> list[dict[str, Any]]: ...
+    def api_server_pods(self) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,10 @@ class KubernetesCluster:
 
     def cluster_queues(self) -> list[dict[str, Any]]:
         return self.kueue_objects("clusterqueues")
+
+    def api_server_pods(self) -> list[dict[str, Any]]:
+        pods = self._core.list_namespaced_pod("kube-system", label_selector="component=kube-apiserver")
+        return self._plain(pods.items)
 
     def kueue_objects(self, plural: str) -> list[dict[str, Any]]:
         listing = self._custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)

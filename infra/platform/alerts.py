@@ -9,6 +9,7 @@ come from the spec (Flavor.capacity, the tiers' crons)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
@@ -46,6 +47,7 @@ DESCRIPTIONS = {
     "GPUNVLinkErrors": "Collective operations of multi-GPU jobs on that node are slow or fail.",
     "GPUThermalThrottling": "A whole gang runs at the speed of its slowest GPU.",
     "DCGMExporterDown": "The GPU hardware alerts cannot fire for those nodes.",
+    "TeamGPUsIdle": "The GPUs are neither working nor free for other teams, and they are billed to the team.",
     "GPUAllocatableBelowPool": "Kueue admits jobs against quota that has no hardware: they stay Pending.",
     "GPUNodeNotReady": "Its pods are lost after the eviction timeout; gangs using it fail and are requeued.",
     "KueuePendingTooLong": "The team's jobs are starved.",
@@ -234,8 +236,10 @@ def _recording(platform: Platform) -> list[dict[str, Any]]:
                      " kube_node_labels)"}]
 
 
-def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str, Any]]:
-    """The PrometheusRule spec.groups of this stack, with the runbook links of spec.observability."""
+def rule_groups(platform: Platform, monitoring_namespace: str,
+                extra: Sequence[tuple[str, list[dict[str, Any]]]] = ()) -> list[dict[str, Any]]:
+    """The PrometheusRule spec.groups of this stack, with the runbook links of spec.observability; `extra`: groups
+    built elsewhere from this module's pieces (usage_rules.py)."""
     dcgm = platform.observability.dcgm
     groups = [
         ("trainyard-gpu-hardware", _gpu_hardware(platform) if dcgm else []),
@@ -245,6 +249,7 @@ def rule_groups(platform: Platform, monitoring_namespace: str) -> list[dict[str,
         ("trainyard-controllers", _controllers(platform)),
         ("trainyard-backup", _backup(platform)),
         ("trainyard-storage", _storage(platform, monitoring_namespace)),
+        *extra,
     ]
     base = platform.observability.alerting.runbook_base or RELATIVE_RUNBOOK
     for _, rules in groups:

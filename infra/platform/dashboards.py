@@ -1,7 +1,7 @@
-"""Grafana dashboards as data, one per concern: GPUs per pool, queues per team, backups. Grafana's sidecar
-(kube-prometheus-stack 88.5.3: grafana.sidecar.dashboards.label `grafana_dashboard`, value "1", all namespaces)
-loads each from a labelled ConfigMap. Panels query the default Prometheus datasource (uid `prometheus`) and read
-only catalog metrics (infra/spec/metrics.py), which the offline checks prove."""
+"""Grafana dashboards as data, one per concern: GPUs per pool, queues per team, GPU usage per team, backups.
+Grafana's sidecar (kube-prometheus-stack 88.5.3: grafana.sidecar.dashboards.label `grafana_dashboard`, value "1",
+all namespaces) loads each from a labelled ConfigMap. Panels query the default Prometheus datasource (uid
+`prometheus`) and read only catalog metrics (infra/spec/metrics.py), which the offline checks prove."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from infra.components import VELERO
 from infra.platform.alerts import GPU_UTIL_BY_POOL, NOT_FOLLOWER, POOL_SERIES
 from infra.platform.backup import DRILL
+from infra.platform.usage_rules import ADMITTED, BUSY, IDLE, IDLE_POD
 from infra.spec import Platform
 
 SIDECAR_LABEL = {"grafana_dashboard": "1"}
@@ -111,6 +112,44 @@ def queue_dashboard(platform: Platform) -> dict[str, Any]:
     return _dashboard("trainyard-queues", "Trainyard / Queues per team", panels, [team])
 
 
+# A day's GPU-hours: the recorded GPU counts sampled every 5 minutes over the day, each sample worth 1/12 hour; a
+# 30-day window samples hourly. Panels step by their window (`interval`), so each point is one day or one window.
+WINDOWS = (("day", "1d", "5m", 12), ("30 days", "30d", "1h", 1))
+
+
+def _gpu_hours(series: str, window: str, step: str, per_hour: int, by: str = "team, pool") -> str:
+    return f'sum by ({by}) (sum_over_time({series}{{team=~"$team"}}[{window}:{step}])) / {per_hour}'
+
+
+def usage_dashboard(platform: Platform) -> dict[str, Any]:
+    """GPU-hours admitted, busy and idle per team and pool, per day and per 30 days; the idle share; the pods
+    that left most GPU-hours idle (the recorded series of usage_rules.py)."""
+    kinds = [("admitted", ADMITTED)] + ([("busy", BUSY), ("idle", IDLE)] if platform.observability.dcgm else [])
+    panels: list[tuple[str, str, list[tuple[str, str]]]] = []
+    intervals = []
+    for label, window, step, per_hour in WINDOWS:
+        for kind, series in kinds:
+            panels.append((f"GPU-hours {kind} per team and pool, per {label}", "short",
+                           [(_gpu_hours(series, window, step, per_hour), "{{team}}/{{pool}}")]))
+            intervals.append(window)
+    if platform.observability.dcgm:
+        window, step, per_hour = WINDOWS[0][1:]
+        panels += [
+            ("Idle share of admitted GPU-hours per team, per day", "percentunit", [
+                (f"{_gpu_hours(IDLE, window, step, per_hour, 'team')} / "
+                 f"{_gpu_hours(ADMITTED, window, step, per_hour, 'team')}", "{{team}}")]),
+            ("Workloads with the most idle GPU-hours, per day", "short", [
+                (f"topk(10, {_gpu_hours(IDLE_POD, window, step, per_hour, 'team, exported_namespace, exported_pod')})",
+                 "{{team}} {{exported_namespace}}/{{exported_pod}}")])]
+        intervals += [window, window]
+    team = _variable("team", f"label_values({ADMITTED}, team)")
+    board = _dashboard("trainyard-usage", "Trainyard / GPU usage per team", panels, [team])
+    board["time"] = {"from": "now-90d", "to": "now"}
+    for panel, interval in zip(board["panels"], intervals, strict=True):
+        panel["interval"] = interval
+    return board
+
+
 def backup_dashboard(platform: Platform) -> dict[str, Any]:
     tiers = "|".join(schedule.tier for schedule in platform.backup.schedules)
     panels: list[tuple[str, str, list[tuple[str, str]]]] = [
@@ -136,5 +175,6 @@ def dashboards(platform: Platform) -> dict[str, str]:
     """ConfigMap name -> dashboard JSON (sorted keys: renders stay byte-identical)."""
     built = {"trainyard-dashboard-gpus": gpu_dashboard(platform),
              "trainyard-dashboard-queues": queue_dashboard(platform),
+             "trainyard-dashboard-usage": usage_dashboard(platform),
              "trainyard-dashboard-backups": backup_dashboard(platform)}
     return {name: json.dumps(board, sort_keys=True, indent=1) for name, board in built.items()}

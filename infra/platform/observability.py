@@ -39,6 +39,7 @@ from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, nam
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
 from infra.platform.tenancy import psa_labels
+from infra.platform.usage_rules import idle_alerts, usage_rules
 from infra.spec import Platform
 from infra.spec.observability import GOOGLE
 from infra.spec.pools import POOL_LABEL
@@ -221,7 +222,7 @@ class Observability(pulumi.ComponentResource):
                         spec={"selector": {"matchLabels": monitor.selector},
                               "namespaceSelector": {"matchNames": [monitor.namespace]},
                               "endpoints": [monitor.endpoint]})
-        groups = rule_groups(platform, NAMESPACE)
+        groups = rule_groups(platform, NAMESPACE, [("trainyard-usage", usage_rules(platform) + idle_alerts(platform))])
         kube_object("rules", API, "PrometheusRule", metadata("trainyard-platform", NAMESPACE), after_chart,
                     spec={"groups": groups})
         boards = dashboards(platform)

@@ -69,7 +69,8 @@ DCGM_ADDED = ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERRO
 _GPU_LABELS = "gpu UUID modelName hostname node"
 
 CATALOG: tuple[Metric, ...] = (
-    _m("DCGM_FI_DEV_GPU_UTIL", DCGM, "gauge", _GPU_LABELS, "percent"),
+    # exported_namespace/exported_pod: the pod holding the GPU (the exporter's pod/namespace, renamed by the scrape).
+    _m("DCGM_FI_DEV_GPU_UTIL", DCGM, "gauge", f"{_GPU_LABELS} exported_namespace exported_pod", "percent"),
     _m("DCGM_FI_DEV_GPU_TEMP", DCGM, "gauge", _GPU_LABELS, "degrees C"),
     _m("DCGM_FI_DEV_POWER_USAGE", DCGM, "gauge", _GPU_LABELS, "watts"),
     _m("DCGM_FI_DEV_FB_USED", DCGM, "gauge", _GPU_LABELS, "MiB"),

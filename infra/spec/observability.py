@@ -25,6 +25,7 @@ from infra.spec.base import Strict, VolumeSize, parse_quantity
 from infra.spec.clouds import CLOUDS
 from infra.spec.clouds.gcp import GOOGLE_MANAGED_PROMETHEUS
 from infra.spec.storage.model import BLOCK
+from infra.spec.usage import UsageSpec
 
 Severity = Literal["critical", "warning", "info"]
 PAGED: tuple[Severity, ...] = ("critical", "warning")
@@ -87,7 +88,7 @@ class ObservabilitySpec(Strict):
     """`retention` (e.g. 15d), `storage` (the Prometheus volume's size, e.g. 100Gi; `none` keeps data in memory,
     lost on restart), `storageClass` (default: the stack's `block` class), `grafana`, `alerting`, and
     `managedPrometheus` (also send every sample to the cloud's managed Prometheus: EKS, GKE and AKS,
-    docs/observability.md)."""
+    docs/observability.md) and `usage` (when an admitted GPU counts as busy, how long idle ones may wait)."""
 
     enabled: bool = True
     retention: str | None = Field(default=None, pattern=RETENTION)
@@ -96,6 +97,7 @@ class ObservabilitySpec(Strict):
     grafana: bool = True
     alerting: Alerting = Field(default_factory=Alerting)
     managed_prometheus: bool = Field(default=False, alias="managedPrometheus")
+    usage: UsageSpec = Field(default_factory=UsageSpec)
 
 
 def check_managed_prometheus(spec: ObservabilitySpec, cluster_kind: str) -> None:
@@ -122,6 +124,7 @@ class ObservabilityFacts:
     storage_class: str | None  # None: the cluster's default class
     grafana: bool
     alerting: Alerting
+    usage: UsageSpec
     dcgm: bool  # the GPU Operator's DCGM exporter runs (Trainyard installs the operator and the stack has GPUs)
     managed_prometheus: str | None  # the cloud's managed Prometheus Prometheus remote-writes to (MANAGED), or None
     components: frozenset[str]  # metric catalog components this stack exports
@@ -155,6 +158,7 @@ def derive_observability(spec: Any, local: bool, dcgm: bool, classes: tuple[str,
         storage_class=obs.storage_class or (BLOCK if BLOCK in classes else None),
         grafana=obs.grafana,
         alerting=obs.alerting,
+        usage=obs.usage,
         dcgm=dcgm,
         managed_prometheus=MANAGED[cluster_kind] if obs.managed_prometheus else None,
         components=frozenset(components) if obs.enabled else frozenset(),

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from infra.spec.audit import AuditSpec, check_audit
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
@@ -87,6 +88,7 @@ class PlatformSpec(Strict):
     backup: BackupSpec = Field(default_factory=BackupSpec)
     policy: PolicySpec = Field(default_factory=PolicySpec)
     observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
+    audit: AuditSpec = Field(default_factory=AuditSpec)
     front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
 
     @model_validator(mode="after")
@@ -99,6 +101,7 @@ class PlatformSpec(Strict):
         _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
         check_managed_prometheus(self.observability, self.cluster.kind)
+        check_audit(self.audit, self.cluster.kind)
         _check_group_forms(self.cluster.kind, self.identity, self.teams)
         check_group_personas(self.teams)
         self._check_front_door()

@@ -172,6 +172,11 @@ class PoolSpec(Strict):
     zone: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
     reservation: str | None = Field(default=None, min_length=1)
     compact: bool = False
+    # What one GPU-hour of this pool costs (one currency for the whole stack; `trainyard report usage`). Default: a
+    # cloud pool's list price (infra/spec/clouds/<cloud>.py) over its GPUs; an on-prem pool declares its amortised
+    # figure (hardware, power, space and support over the depreciation period, per GPU-hour).
+    price_per_gpu_hour: Decimal | None = Field(default=None, alias="pricePerGpuHour", ge=0, le=10000, strict=False,
+                                               decimal_places=4)
 
     @model_validator(mode="before")
     @classmethod
@@ -277,8 +282,9 @@ class PoolSpec(Strict):
             raise ValueError("give `nodes` (existing node names), `count`, or for a cloud pool `autoscale`")
         if self.nodes is not None and len(set(self.nodes)) != len(self.nodes):
             raise ValueError("a node is listed twice in `nodes`")
-        if self.gpu is None and (self.per_node is not None or self.sharing.replicas != 1 or self.mig):
-            raise ValueError("`perNode`, `sharing` and `mig` need a `gpu` model")
+        if self.gpu is None and (self.per_node is not None or self.sharing.replicas != 1 or self.mig
+                                 or self.price_per_gpu_hour is not None):
+            raise ValueError("`perNode`, `sharing`, `mig` and `pricePerGpuHour` need a `gpu` model")
         if self.gpu is not None and self.per_node is None:
             raise ValueError("a GPU pool needs `perNode`, the GPUs in each node")
         if self.mig is not None and self.sharing.replicas != 1:

@@ -5,6 +5,7 @@ A need names a capability in a small vocabulary:
 | capability | meaning |
 |---|---|
 | `network-policy` | a CNI that enforces NetworkPolicy (the teams' default-deny) |
+| `audit-log` | the API server keeps an audit trail (on existing clusters: run with docs/audit-policy.yaml) |
 | `csi:<driver>` | the CSI driver a StorageClass provisions with (registered as a CSIDriver object) |
 | `volume-snapshots` | the snapshot.storage.k8s.io CRDs and the snapshot controller |
 | `autoscaler` | something that adds nodes to a pool whose minimum is below its maximum |
@@ -35,11 +36,12 @@ from infra.components import CERT_MANAGER, ISTIO, crd_groups
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
-CAPABILITY_WORDS = ("network-policy", "volume-snapshots", "autoscaler", "spot-interruption", "group-claims",
-                    "workload-identity", "load-balancer", "dns", "acme-http01")
+CAPABILITY_WORDS = ("network-policy", "audit-log", "volume-snapshots", "autoscaler", "spot-interruption",
+                    "group-claims", "workload-identity", "load-balancer", "dns", "acme-http01")
 CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
-_CAPABILITY = re.compile(r"^(network-policy|volume-snapshots|autoscaler|spot-interruption|group-claims|"
-                         r"workload-identity|load-balancer|dns|acme-http01|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|device:[a-z0-9./_-]+)$")
+_CAPABILITY = re.compile(r"^(network-policy|audit-log|volume-snapshots|autoscaler|spot-interruption|group-claims|"
+                         r"workload-identity|load-balancer|dns|acme-http01|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|"
+                         r"device:[a-z0-9./_-]+)$")
 VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
 
 # API groups whose CRDs the platform's own charts install (infra/components.py).
@@ -87,6 +89,9 @@ def fix(kind: str, capability: str) -> str:
     if capability.startswith("link:"):
         return ("a worker's only declared private path to the site is its `link`: use that network (or public, "
                 "over https), or change the link")
+    if kind == "existing" and capability == "audit-log":
+        return ("run the API server with --audit-policy-file (docs/audit-policy.yaml) and --audit-log-path, then list "
+                "`audit-log` under cluster.existing.provides")
     if kind == "existing":
         return _FIX_EXISTING.format(capability=capability)
     if kind == "eks" and capability == "autoscaler":
@@ -138,7 +143,7 @@ def with_needs(prerequisites: Prerequisites, needs: list[Need], provided: Mappin
 def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     """Every capability the platform parts of a PlatformSpec (with its StorageFacts) need from the cluster, one
     Need per capability naming every part that needs it."""
-    needs: list[Need] = []
+    needs: list[Need] = [Need("audit-log", "access review (docs/access.md: who changed what, who read which Secret)")]
     if spec.teams:
         needs.append(Need("network-policy", "tenancy (each team namespace's default-deny NetworkPolicies)"))
     for klass in storage.classes:

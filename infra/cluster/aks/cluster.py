@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_azure_native as azure_native
 
+from infra.cluster.aks.audit import aks_audit
 from infra.cluster.aks.identity import bucket_identities
 from infra.cluster.aks.managed_prometheus import azure_monitor
 from infra.cluster.aks.network import azure_subnet
@@ -125,6 +126,7 @@ class AksCluster(CloudCluster):
         self.identities = bucket_identities(
             platform, group, self.cluster.oidc_issuer_profile.issuer_url,
             stored.ids, self._opts(), self.azure) if platform.storage.profile == "azure" else {}
+        aks_audit(platform, group, spec.location, self.cluster.id, self._opts())
         if platform.observability.managed_prometheus:
             self.remote_write, identity = azure_monitor(
                 platform, group, spec.location, self.cluster.oidc_issuer_profile.issuer_url, self._opts(), self.azure)

@@ -30,6 +30,7 @@ from infra.cluster.eks.managed_prometheus import amazon_managed_prometheus
 from infra.cluster.eks.network import AwsSubnets, aws_subnets
 from infra.kit.contract import account_key
 from infra.spec import Flavor, Platform
+from infra.spec.audit import EKS_LOG_TYPES, destination
 from infra.spec.clouds.common import SystemPool
 from infra.spec.observability import PROMETHEUS_ACCOUNT
 from infra.spec.pools import PoolSpec
@@ -74,6 +75,11 @@ class EksCluster(CloudCluster):
         subnets = aws_subnets(spec.network, platform.cluster_name, self._opts())
         role = self._node_role()
         endpoint = spec.endpoint
+        # EKS writes control-plane logs to this group and would create it with no expiry: made first, with the
+        # stack's retention (docs/access.md, the audit trail).
+        audit_logs = aws.cloudwatch.LogGroup(
+            "audit-logs", name=destination(platform.spec.audit, "eks", platform.cluster_name),
+            retention_in_days=platform.spec.audit.retention_days, opts=self._opts())
         self.cluster = eks.Cluster(
             "eks",
             name=platform.cluster_name,
@@ -93,7 +99,8 @@ class EksCluster(CloudCluster):
             # The VPC CNI is our own add-on (vpc_cni below): its role trusts this cluster's OIDC provider, which
             # the component's add-on could not be given without a cycle.
             use_default_vpc_cni=True,
-            opts=self._opts(protect=True),
+            enabled_cluster_log_types=list(EKS_LOG_TYPES),
+            opts=self._opts(protect=True, depends_on=[audit_logs]),
         )
         name = platform.cluster_name  # a plain name: the add-ons need no output of the remote component
         # Before any node: a node is Ready only once the CNI runs there with its credentials.

@@ -17,6 +17,7 @@ import pulumi_gcp as gcp
 
 from infra.cluster.base import CLOUD_TAINT_EFFECTS, CloudCluster, kubernetes_provider
 from infra.cluster.buckets import cloud_buckets
+from infra.cluster.gke.audit import gke_audit
 from infra.cluster.gke.identity import bucket_identities, node_account
 from infra.cluster.gke.managed_prometheus import google_managed_prometheus
 from infra.cluster.gke.network import gcp_subnet
@@ -177,6 +178,7 @@ class GkeCluster(CloudCluster):
         self.buckets, self.storage_parameters = stored.names, stored.parameters
         self.identities = bucket_identities(platform, spec.project, stored.ids, self._opts(), self.gcp) \
             if platform.storage.profile == "gcp" else {}
+        gke_audit(platform, spec.project, self._opts(depends_on=[self.cluster]))
         if platform.observability.managed_prometheus:
             self.identities[account_key(*PROMETHEUS_ACCOUNT)] = google_managed_prometheus(
                 platform, spec.project, self._opts())

@@ -216,6 +216,12 @@ class AwsNetwork(Strict):
         return list(self.existing.private_subnets) if self.existing is not None else []
 
 
+# On-demand Linux prices per instance-hour in us-east-1 (USD), GPU sizes only: the default price of a pool's
+# GPU-hour in `trainyard report usage`. Other regions and spot differ: a pool declares `pricePerGpuHour` then.
+PRICE_SOURCE = "AWS EC2 On-Demand pricing (aws.amazon.com/ec2/pricing/on-demand), us-east-1, Linux, read 2026-12-01"
+LIST_PRICES = {"p5.48xlarge": Decimal("55.04"), "g6e.12xlarge": Decimal("10.49264"),
+               "g5.12xlarge": Decimal("5.672")}
+
 
 class AwsSystemPool(SystemPool):
     """The small CPU node pool for the platform's own controllers on EKS: an EC2 CPU instance type."""
@@ -273,6 +279,7 @@ FACTS = CloudFacts(
     login_fix="set cluster.eks.login.oidc {issuerUrl, clientId} or cluster.eks.login.accessEntries",
     provides={
         "network-policy": "VPC CNI network policy (vpc-cni add-on, enableNetworkPolicy)",
+        "audit-log": "EKS control-plane logs audit and authenticator, to CloudWatch Logs (audit.retentionDays)",
         "csi:ebs.csi.aws.com": "aws-ebs-csi-driver add-on",
         "csi:efs.csi.aws.com": "aws-efs-csi-driver add-on",
         "csi:fsx.csi.aws.com": "aws-fsx-csi-driver add-on",
@@ -291,4 +298,10 @@ FACTS = CloudFacts(
     snapshot_controller_in_cluster=True,
     autoscaler_in_cluster=True,
     kubelet_reserve=kubelet_reserve,
+    list_prices=LIST_PRICES,
+    price_source=PRICE_SOURCE,
+    # The values CloudWatch Logs' PutRetentionPolicy accepts, in days.
+    audit_day_values=(1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653),
+    audit_store="CloudWatch Logs",
 )

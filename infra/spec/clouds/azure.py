@@ -197,6 +197,11 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
     memory = min((20 * MAX_PODS + 50) * MIB, Decimal(machine.memory_gib) * 1024 * MIB / 4) + EVICTION_MEMORY
     return NodeReserve(Decimal(millicores) / 1000, memory)
 
+# Pay-as-you-go Linux prices per VM-hour in East US (USD), GPU sizes only: the default price of a pool's GPU-hour
+# in `trainyard report usage`. Other regions, Spot and reservations differ: declare `pricePerGpuHour`.
+PRICE_SOURCE = "Azure Linux Virtual Machines pricing (azure.microsoft.com/pricing/details/virtual-machines/linux), " \
+               "East US, pay as you go, read 2026-12-01"
+LIST_PRICES = {"Standard_ND96isr_H100_v5": Decimal("98.32"), "Standard_NC24ads_A100_v4": Decimal("3.673")}
 
 FACTS = CloudFacts(
     kind="aks",
@@ -213,6 +218,7 @@ FACTS = CloudFacts(
                 "an Entra ID group's object id in lowercase, e.g. 6f1e2d3c-4b5a-4987-8a6b-5c4d3e2f1a0b"),
     provides={
         "network-policy": "Azure CNI powered by Cilium (network_policy cilium)",
+        "audit-log": "diagnostic setting: kube-audit-admin to Log Analytics (audit.retentionDays)",
         "csi:disk.csi.azure.com": "Azure Disk CSI driver (storage_profile)",
         "csi:file.csi.azure.com": "Azure Files CSI driver (storage_profile)",
         "csi:blob.csi.azure.com": "Azure Blob CSI driver (storage_profile)",
@@ -232,4 +238,8 @@ FACTS = CloudFacts(
     managed_prometheus="azure-monitor",
     snapshot_controller_in_cluster=True,
     kubelet_reserve=kubelet_reserve,
+    list_prices=LIST_PRICES,
+    price_source=PRICE_SOURCE,
+    audit_days=(30, 730),  # a Log Analytics workspace's interactive retention
+    audit_store="a Log Analytics workspace",
 )

@@ -12,4 +12,5 @@ FACTS = CloudFacts(
     storage_profile="rook-ceph",
     snapshot_controller_in_cluster=True,
     autoscaler_in_cluster=True,
+    audit_store="the API server's log files",
 )

@@ -137,6 +137,15 @@ class CloudFacts:
     # A machine -> what its kubelet reserves, by the cloud's published formula; None: the nodes' declared cpu and
     # memory are taken as allocatable (an existing cluster's site knows its kubelet configuration).
     kubelet_reserve: Callable[[Machine], NodeReserve] | None = None
+    # Machine name -> published on-demand price per hour (USD) of a whole machine, and where and when it was read:
+    # the default price of a pool's GPU-hour (infra/spec/usage.py) when the stack declares none.
+    list_prices: Mapping[str, Decimal] = field(default_factory=dict)
+    price_source: str = ""
+    # The audit trail's retention (audit.retentionDays): the days its store accepts, as a range or (when the store
+    # takes only some values) the values; and where the entries land, for people (infra/spec/audit.py).
+    audit_days: tuple[int, int] = (1, 3653)
+    audit_day_values: tuple[int, ...] = ()
+    audit_store: str = ""
 
 
 def lookup(name: str, machines: Mapping[str, Machine]) -> Machine:

@@ -216,6 +216,10 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
     memory = Decimal(machine.memory_gib) * GIB
     return NodeReserve(tiered(Decimal(machine.vcpu), CPU_TIERS), tiered(memory, MEMORY_TIERS) + EVICTION_MEMORY)
 
+# On-demand prices per machine-hour in us-central1 (USD, GPUs included), GPU machines only: the default price of a
+# pool's GPU-hour in `trainyard report usage`. Other regions, Spot and commitments differ: declare `pricePerGpuHour`.
+PRICE_SOURCE = "Google Compute Engine GPU pricing (cloud.google.com/compute/gpus-pricing), us-central1, read 2026-12-01"
+LIST_PRICES = {"a3-highgpu-8g": Decimal("88.253"), "g2-standard-48": Decimal("3.999")}
 
 FACTS = CloudFacts(
     kind="gke",
@@ -232,6 +236,7 @@ FACTS = CloudFacts(
     login_fix="set cluster.gke.login.securityGroup (gke-security-groups@<your domain>)",
     provides={
         "network-policy": "GKE Dataplane V2 (ADVANCED_DATAPATH)",
+        "audit-log": "Admin Activity and Data Access audit logs, routed to a log bucket (audit.retentionDays)",
         "csi:pd.csi.storage.gke.io": "GCE persistent disk CSI driver (addons_config)",
         "csi:filestore.csi.storage.gke.io": "Filestore CSI driver (addons_config)",
         "csi:gcsfuse.csi.storage.gke.io": "Cloud Storage FUSE CSI driver (addons_config)",
@@ -254,4 +259,8 @@ FACTS = CloudFacts(
     # GKE's own firewall rule from the control plane to private nodes.
     control_plane_ports=frozenset({443, 10250}),
     kubelet_reserve=kubelet_reserve,
+    list_prices=LIST_PRICES,
+    price_source=PRICE_SOURCE,
+    audit_days=(1, 3650),  # a Cloud Logging bucket's retention
+    audit_store="a Cloud Logging bucket",
 )

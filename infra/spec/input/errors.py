@@ -81,6 +81,8 @@ PATTERN_WORDS = {
     r"^\S+$": "text without spaces, not empty",
     r"^[1-9][0-9]*[mhd]$": "a whole number of minutes, hours or days, e.g. 30m, 4h, 1d",
     r"^[1-9][0-9]*[hdw]$": "a whole number of hours, days or weeks, above 0, e.g. 36h, 15d, 2w",
+    r"^[1-9][0-9]*[mh]$": "a whole number of minutes or hours, above 0, e.g. 90m, 2h",
+    r"^/\S+\.ya?ml$": "an absolute path of a .yaml or .yml file, without spaces",
     r"^[a-z0-9][-a-z0-9.]*$": "a Kubernetes object name: lowercase letters, digits, '-' and '.', "
                               "starting with a letter or digit",
     r"^[A-Za-z][A-Za-z0-9-]*$": "an LDAP attribute name: letters, digits and '-', starting with a letter "
