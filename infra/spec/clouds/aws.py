@@ -218,7 +218,8 @@ class AwsNetwork(Strict):
 
 # On-demand Linux prices per instance-hour in us-east-1 (USD), GPU sizes only: the default price of a pool's
 # GPU-hour in `trainyard report usage`. Other regions and spot differ: a pool declares `pricePerGpuHour` then.
-PRICE_SOURCE = "AWS EC2 On-Demand pricing (aws.amazon.com/ec2/pricing/on-demand), us-east-1, Linux, read 2026-12-01"
+PRICE_SOURCE = ("AWS EC2 On-Demand pricing (aws.amazon.com/ec2/pricing/on-demand), us-east-1, Linux, figures of "
+                "2026-12-01 not yet checked against that page: confirm them")
 LIST_PRICES = {"p5.48xlarge": Decimal("55.04"), "g6e.12xlarge": Decimal("10.49264"),
                "g5.12xlarge": Decimal("5.672")}
 

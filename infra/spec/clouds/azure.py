@@ -200,7 +200,7 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
 # Pay-as-you-go Linux prices per VM-hour in East US (USD), GPU sizes only: the default price of a pool's GPU-hour
 # in `trainyard report usage`. Other regions, Spot and reservations differ: declare `pricePerGpuHour`.
 PRICE_SOURCE = "Azure Linux Virtual Machines pricing (azure.microsoft.com/pricing/details/virtual-machines/linux), " \
-               "East US, pay as you go, read 2026-12-01"
+               "East US, pay as you go, figures of 2026-12-01 not yet checked against that page: confirm them"
 LIST_PRICES = {"Standard_ND96isr_H100_v5": Decimal("98.32"), "Standard_NC24ads_A100_v4": Decimal("3.673")}
 
 FACTS = CloudFacts(

@@ -218,7 +218,8 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
 
 # On-demand prices per machine-hour in us-central1 (USD, GPUs included), GPU machines only: the default price of a
 # pool's GPU-hour in `trainyard report usage`. Other regions, Spot and commitments differ: declare `pricePerGpuHour`.
-PRICE_SOURCE = "Google Compute Engine GPU pricing (cloud.google.com/compute/gpus-pricing), us-central1, read 2026-12-01"
+PRICE_SOURCE = ("Google Compute Engine GPU pricing (cloud.google.com/compute/gpus-pricing), us-central1, figures of "
+                "2026-12-01 not yet checked against that page: confirm them")
 LIST_PRICES = {"a3-highgpu-8g": Decimal("88.253"), "g2-standard-48": Decimal("3.999")}
 
 FACTS = CloudFacts(
