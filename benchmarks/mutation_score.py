@@ -21,6 +21,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from infra.offline.chartcache import VENDORED as VENDORED_CHARTS
+from infra.offline.chartcache import VENDORED_ENV as CHARTS_ENV
+from infra.offline.manifestcache import VENDORED_ENV as MANIFESTS_ENV
+from infra.offline.manifestcache import vendored as vendored_manifests
+
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".cache" / "mutation"
 GOAL = 0.90
@@ -79,7 +84,9 @@ def run(modules: list[str]) -> int:
     worst = 0
     for module in modules:
         where = prepare(module)
-        env = {**os.environ, "TRAINYARD_CACHE": str(where / "render-cache")}
+        # The vendored archives are found beside this checkout, not beside mutmut's copy of it.
+        env = {**os.environ, "TRAINYARD_CACHE": str(where / "render-cache"),
+               CHARTS_ENV: str(VENDORED_CHARTS), MANIFESTS_ENV: str(vendored_manifests())}
         print(f"== {module} (in {where.relative_to(ROOT)})", flush=True)
         worst = max(worst, subprocess.call([sys.executable, "-m", "mutmut", "run"], cwd=where, env=env))
     return worst
