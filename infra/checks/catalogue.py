@@ -185,6 +185,8 @@ LIVE_CHECKS: tuple[LiveEntry, ...] = (
               "infra.live.prerequisites:prerequisite_findings"),
     LiveEntry("live-multikueue-active", "error", "On the manager: each worker's MultiKueueCluster, AdmissionCheck "
               "and burst ClusterQueues are active", "infra.live.hybrid:multikueue_findings"),
+    LiveEntry("live-front-door", "error", "The gateway answers on the host, sends an anonymous request to sign-in "
+              "and refuses a forged identity header without a token", "infra.live.frontdoor:front_door_findings"),
     LiveEntry("live-burst-secrets", "error", "On a worker: the Secrets its burst needs and the pull Secrets on the "
               "team data accounts exist", "infra.live.hybrid:worker_data_findings"),
 )

@@ -3,7 +3,8 @@
 Checks: GPU allocatable per pool vs declared capacity, fabric devices on every node of a pool with them, operator
 deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter and holding
 a series for every metric an alert reads (a warning), the persona access matrix (SubjectAccessReviews for the
-teams' groups), and the cluster prerequisites the stack needs (infra/live/prerequisites.py). Exit 0 when
+teams' groups), the cluster prerequisites the stack needs (infra/live/prerequisites.py) and the front door over
+HTTPS (infra/live/frontdoor.py). Exit 0 when
 everything holds, 1 otherwise.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 from infra.checks.observability import metric_names
 from infra.components import KUEUE, MONITORING, TRAINER, VELERO, operator_namespaces
+from infra.live.frontdoor import HttpsWeb, front_door_findings
 from infra.live.hybrid import multikueue_findings, worker_data_findings
 from infra.live.prerequisites import prerequisite_findings
 from infra.platform.alerts import rule_groups
@@ -320,7 +322,8 @@ def connect_and_verify(platform: Platform, context: str | None) -> list[Finding]
     where = f"kubeconfig {kubeconfig_files()}, context {context or '(its current context)'}"
     try:
         live = KubernetesCluster(context)
-        return [*verify(platform, live), *multikueue_findings(platform, live), *worker_data_findings(platform, live)]
+        return [*verify(platform, live), *multikueue_findings(platform, live), *worker_data_findings(platform, live),
+                *front_door_findings(platform, HttpsWeb())]
     except (ConfigException, HTTPError, ApiException, OSError) as error:
         raise SpecError(where, f"cannot connect to the cluster: {_why(error)}; point KUBECONFIG or --context at the "
                                "stack's cluster (a read-only verifier's kubeconfig is enough)") from None

@@ -1,0 +1,159 @@
+"""The front door, live: verify's check and accept's `front-door` check against a fake gateway (an injected
+client) and, for the HTTP client itself, a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.accept.runner import Failed, Run, Skipped
+from infra.accept.web import TOKEN_FILE_ENV, front_door
+from infra.components import USERID_HEADER
+from infra.live.frontdoor import Answer, HttpsWeb, front_door_findings, to_sign_in
+from infra.spec import Platform
+from tests.conftest import STACKS, platform_of
+
+TOKEN = "team-member-id-token"
+
+
+class Gateway:
+    """A gateway that behaves (redirects without a token, serves with one), or with one fault."""
+
+    def __init__(self, platform: Platform, fault: str = "") -> None:
+        assert platform.front_door is not None
+        self.door, self.fault = platform.front_door, fault
+        self.asked: list[tuple[str, dict[str, str]]] = []
+
+    def get(self, url: str, headers: Mapping[str, str]) -> Answer:
+        self.asked.append((url, dict(headers)))
+        if self.fault == "down":
+            return Answer(0, "", "connection refused")
+        if headers.get("Authorization") == f"Bearer {TOKEN}" and self.fault != "refuses-token":
+            return Answer(200, "")
+        if self.fault == "trusts-header" and USERID_HEADER in headers:
+            return Answer(200, "")
+        if self.fault == "open":
+            return Answer(200, "")
+        if self.fault == "elsewhere":
+            return Answer(302, "https://login.example.invalid/auth")
+        return Answer(302, f"{self.door.issuer}/auth?client_id=oauth2-proxy")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_verify_passes_a_gateway_that_behaves(stack: str) -> None:
+    platform = platform_of(stack)
+    gateway = Gateway(platform)
+    assert front_door_findings(platform, gateway) == []
+    assert platform.front_door is not None
+    assert [url for url, _ in gateway.asked] == [f"{platform.front_door.url}/grafana/"] * 2
+    assert gateway.asked[1][1][USERID_HEADER]  # the second request carries the forged identity
+
+
+@pytest.mark.parametrize(("fault", "says"), [
+    ("down", "does not answer (connection refused)"),
+    ("open", "not a redirect to sign-in"),
+    ("elsewhere", "not a redirect to sign-in"),
+    ("trusts-header", "lets forged identities through"),
+])
+def test_verify_fails_a_gateway_that_misbehaves(fault: str, says: str) -> None:
+    platform = platform_of("onprem-lab")
+    findings = front_door_findings(platform, Gateway(platform, fault))
+    assert len(findings) == (2 if fault in ("open", "elsewhere") else 1)
+    assert says in findings[0].message or says in findings[-1].message
+    assert all(f.subject.startswith("front door https://") for f in findings)
+
+
+def test_sign_in_is_the_issuer_dex_or_oauth2_proxy_and_a_redirect() -> None:
+    door = platform_of("onprem-lab").front_door
+    assert door is not None
+    assert to_sign_in(door, Answer(302, f"{door.issuer}/auth?x=1"))
+    assert to_sign_in(door, Answer(302, "/oauth2/start?rd=/grafana/"))
+    assert not to_sign_in(door, Answer(200, f"{door.issuer}/auth"))  # not a redirect
+    assert not to_sign_in(door, Answer(302, f"{door.url}/grafana/login"))  # the UI's own login is not the IdP
+
+
+def test_no_front_door_no_finding() -> None:
+    platform = platform_of("local")
+    bare = replace(platform, front_door=None)
+    assert front_door_findings(bare, Gateway(platform, "down")) == []
+
+
+# --- accept ---------------------------------------------------------------------------------------------------
+
+def _run(platform: Platform, web: Any) -> Run:
+    return Run(platform, None, "demo-accept", "demo", None, web=web)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "id-token"
+    path.write_text(TOKEN + "\n")
+    monkeypatch.setenv(TOKEN_FILE_ENV, str(path))
+    return path
+
+
+def test_accept_reaches_each_ui_with_the_token_and_says_what_it_cannot_refuse(token: Path) -> None:
+    platform = platform_of("onprem-lab")
+    run = _run(platform, Gateway(platform))
+    summary = front_door(run)
+    assert "reached grafana" in summary and "Grafana has no per-team view yet" in summary
+    assert run.evidence["reached"] == ["grafana"] and run.evidence["problems"] == []
+
+
+@pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),
+                                              ("open", "without a token got HTTP 200, not refused")])
+def test_accept_fails_when_the_token_is_refused_or_no_token_is_needed(token: Path, fault: str, says: str) -> None:
+    platform = platform_of("onprem-lab")
+    with pytest.raises(Failed, match=says):
+        front_door(_run(platform, Gateway(platform, fault)))
+
+
+def test_accept_skips_without_a_token_and_fails_on_an_empty_one(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    platform = platform_of("onprem-lab")
+    monkeypatch.delenv(TOKEN_FILE_ENV, raising=False)
+    with pytest.raises(Skipped, match=TOKEN_FILE_ENV):
+        front_door(_run(platform, Gateway(platform)))
+    (tmp_path / "empty").write_text("\n")
+    monkeypatch.setenv(TOKEN_FILE_ENV, str(tmp_path / "empty"))
+    with pytest.raises(Failed, match="empty"):
+        front_door(_run(platform, Gateway(platform)))
+
+
+# --- the HTTP client ------------------------------------------------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") == f"Bearer {TOKEN}":
+            self.send_response(200)
+        else:
+            self.send_response(302)
+            self.send_header("Location", "/oauth2/start")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_client_reports_redirects_without_following_them(server: str) -> None:
+    web = HttpsWeb()
+    assert web.get(f"{server}/grafana/", {}) == Answer(302, "/oauth2/start")
+    assert web.get(f"{server}/grafana/", {"Authorization": f"Bearer {TOKEN}"}).status == 200
+    unreachable = web.get("http://127.0.0.1:9/", {})
+    assert unreachable.status == 0 and unreachable.error
