@@ -232,7 +232,7 @@ def test_access_matrix_matches_the_rendered_roles(stack: str) -> None:
 
 def test_docs_access_matrix_is_current() -> None:
     committed = (ROOT / "docs" / "access-matrix.md").read_text(encoding="utf-8")
-    assert committed == access_matrix(capture_of("onprem-lab")), (
+    assert committed == access_matrix(capture_of("onprem-lab"), platform_of("onprem-lab").front_door), (
         "the rendered rights differ from docs/access-matrix.md: review the change first (who gains or loses which "
         "verb; tests/test_guards_access.py and INTENDED below say what must hold), and update the document only for "
         "a change you meant; do not regenerate it to make this test pass")

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.apiserver.selectors import matches_selector
+from infra.apiserver.web_rights import web_rights_section
 from infra.kit import paths
 from infra.kit.tables import markdown_table
 from infra.offline.engine import Capture
 from infra.offline.plan import objects
+from infra.spec.frontdoor.web_access import FrontDoorFacts
 
 PERSONA_LABEL = "trainyard.io/persona"
 PERSONAS = ("platform-admin", "ml-engineer", "analyst", "ci")
@@ -255,8 +257,9 @@ def _subjects(capture: Capture) -> list[list[str]]:
             for (persona, kind), names in sorted(held.items(), key=lambda i: (PERSONAS.index(i[0][0]), i[0][1]))]
 
 
-def access_matrix(capture: Capture) -> str:
-    """Markdown: one row per API group and resource, one column per persona, verbs with their scope."""
+def access_matrix(capture: Capture, door: FrontDoorFacts | None = None) -> str:
+    """Markdown: one row per API group and resource, one column per persona, verbs with their scope; then the
+    web rights of `door` (the stack's `Platform.front_door`)."""
     found, upstream = grants(capture)
     personas = [p for p in PERSONAS if any(g.persona == p for g in found) or any(u[0] == p for u in upstream)]
     by_row: dict[tuple[str, str], list[Grant]] = defaultdict(list)
@@ -292,6 +295,7 @@ def access_matrix(capture: Capture) -> str:
               "Computed from the rendered bindings (`infra.apiserver.rbac.decisions`), aggregated roles counted "
               "with the rules they aggregate; tests/test_rbac.py holds it to the intended matrix.", "",
               *markdown_table(_decision_rows(capture))]
+    lines += web_rights_section(door)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -299,10 +303,11 @@ if __name__ == "__main__":
     import sys
 
     from infra.offline.engine import run
+    from infra.spec import load_file
     from infra.spec.input.load import read_stack_config, stack_name, stack_path
 
     root = paths.ROOT
     stack = sys.argv[1] if len(sys.argv) > 1 else "onprem-lab"
     path = stack_path(stack, root)
-    text = access_matrix(run(stack_name(path), read_stack_config(path)))
+    text = access_matrix(run(stack_name(path), read_stack_config(path)), load_file(path).front_door)
     (root / "docs" / "access-matrix.md").write_text(text, encoding="utf-8")
