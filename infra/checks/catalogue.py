@@ -28,6 +28,7 @@ from infra.checks import (
     backup,
     capacity,
     charts,
+    fabric,
     firewall,
     gke_network,
     hybrid,
@@ -91,6 +92,9 @@ CHECKS: tuple[Entry[Context], ...] = (
           "request; warns of the queues that do not", capacity.check_runtime_resources_covered),
     Entry("runtime-reachable", "spec", "warning", "Each team's queue lists a pool every runtime may be admitted to "
           "(taints, node selector)", capacity.check_runtime_reachable),
+    Entry("fabric-reaches-pods", "spec", "warning", "A pool's declared fabric reaches its pods: InfiniBand and RoCE "
+          "pools request their RDMA devices (fabricDevice); GKE A3 pools' GPUDirect NICs are provisioned",
+          fabric.check_fabric_reaches_pods),
     Entry("prerequisites-provided", "spec", "error", "Every need of the platform has a provider: the cloud "
           "cluster, the site's declaration, or the platform's own charts", prerequisites.check_prerequisites),
     Entry("policy-pack", "render", "error", "The CrossGuard pack (policies/) over the registrations, at the stack's "
