@@ -31,7 +31,7 @@ KNOWN_IDS = {
     "pools-priced", "runtime-resources-covered", "runtime-reachable", "prerequisites-provided", "policy-pack",
     "chart-values-accepted", "chart-hooks-covered", "schema", "own-admission", "declared-once", "images-pinned",
     "driver-image-known",
-    "fabric-reaches-pods",
+    "fabric-reaches-pods", "ci-runner-reaches-endpoint",
     "crd-needs-stated", "capacity-after-daemonsets",
     "backup-schedule-coverage", "data-volumes-retained", "buckets-versioned",
     "backup-credentials-declared", "backups-off-cluster", "alert-rules-valid", "dashboards-valid",

@@ -28,6 +28,7 @@ from infra.checks import (
     backup,
     capacity,
     charts,
+    ci,
     fabric,
     firewall,
     gke_network,
@@ -95,6 +96,8 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("fabric-reaches-pods", "spec", "warning", "A pool's declared fabric reaches its pods: InfiniBand and RoCE "
           "pools request their RDMA devices (fabricDevice); GKE A3 pools' GPUDirect NICs are provisioned",
           fabric.check_fabric_reaches_pods),
+    Entry("ci-runner-reaches-endpoint", "spec", "error", "A cloud stack's workflows run on a self-hosted runner "
+          "(ci.runner) inside the networks its API endpoint admits", ci.check_ci_runner),
     Entry("prerequisites-provided", "spec", "error", "Every need of the platform has a provider: the cloud "
           "cluster, the site's declaration, or the platform's own charts", prerequisites.check_prerequisites),
     Entry("policy-pack", "render", "error", "The CrossGuard pack (policies/) over the registrations, at the stack's "

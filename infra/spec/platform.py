@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.audit import AuditSpec, check_audit
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
+from infra.spec.ci import CiSpec
 from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
@@ -90,6 +91,7 @@ class PlatformSpec(Strict):
     observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
     audit: AuditSpec = Field(default_factory=AuditSpec)
     front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
+    ci: CiSpec | None = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
