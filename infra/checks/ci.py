@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from infra.checks.context import Context
 from infra.spec import Finding
-from infra.spec.ci import SELF_HOSTED
+from infra.spec.cluster import SELF_HOSTED
 
 
 def check_ci_runner(ctx: Context) -> list[Finding]:

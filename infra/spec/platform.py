@@ -9,9 +9,8 @@ from pydantic import Field, field_validator, model_validator
 from infra.spec.audit import AuditSpec, check_audit
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
-from infra.spec.ci import CiSpec
 from infra.spec.clouds import CLOUDS
-from infra.spec.cluster import ClusterSpec
+from infra.spec.cluster import CiSpec, ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus

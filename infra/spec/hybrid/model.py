@@ -50,7 +50,7 @@ class Link(Strict):
 
     network: Network
     source: str = Field(alias="from")
-    attachment: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9/._:-]*$")
+    attachment: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9/_-]*$")
 
     valid_source = field_validator("source")(ipv4_cidr)
 
