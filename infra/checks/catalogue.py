@@ -41,6 +41,7 @@ from infra.checks import (
     policies,
     prerequisites,
     schema,
+    team_egress,
     usage,
 )
 from infra.checks.context import Context, StackContext
@@ -147,6 +148,9 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
           "a Google account only its service account may use, holding the metric writer role only",
           managed_prometheus.check_managed_prometheus),
+    Entry("team-store-egress", "spec", "warning", "A team whose bucket is in the cloud's object store declares "
+          "egress to it (teams.<team>.objectStorage): its namespaces deny all other egress",
+          team_egress.check_team_store_egress),
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),
