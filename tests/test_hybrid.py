@@ -84,7 +84,8 @@ def test_burst_quota_exactly_at_worker_capacity_passes_one_past_fails() -> None:
     (lambda r: r["clusters"]["burst"].pop("link"), "clusters.burst.link", "declares how the manager reaches it"),
     (lambda r: r["clusters"]["burst"].update(role="manager", link=None, data=None), "clusters",
      "exactly one cluster with role"),
-    (lambda r: r["clusters"]["burst"]["link"].update(network="public"), "clusters.burst.link", "endpoint is private"),
+    (lambda r: r["clusters"]["burst"]["link"].update(network="public", attachment=None), "clusters.burst.link",
+     "endpoint is private"),
     (lambda r: r["clusters"]["burst"]["eks"].update(region="mars-1"), "clusters.burst.eks.region", ""),
     (lambda r: r["teams"]["vision"]["burst"].update(p5=-1), "teams.vision.burst.p5", ""),
     (lambda r: r.update(cluster={"existing": {"context": "x"}}), "cluster", "not both"),
@@ -104,9 +105,29 @@ def test_public_link_needs_the_managers_egress_in_the_endpoint_cidrs() -> None:
     raw = raw_platform(STACK)
     raw["clusters"]["burst"]["eks"]["endpoint"] = {"cidrs": ["198.51.100.0/24"]}
     raw["clusters"]["burst"]["link"]["network"] = "public"
+    assert "drop `attachment`" in _error(raw).message
+    del raw["clusters"]["burst"]["link"]["attachment"]
     assert "not within the worker endpoint's cidrs" in _error(raw).message
     raw["clusters"]["burst"]["eks"]["endpoint"] = {"cidrs": ["192.0.2.0/24"]}
     _validate(raw)
+
+
+def test_a_private_link_without_its_cloud_side_is_one_unmet_need_naming_the_attachment() -> None:
+    raw = raw_platform(STACK)
+    assert _burst_unmet(raw) == []
+    del raw["clusters"]["burst"]["link"]["attachment"]
+    unmet = _burst_unmet(raw)
+    assert [capability for capability, _ in unmet] == ["link:vpn"]
+    line = unmet[0][1]
+    assert line.startswith("needed by multikueue (clusters.burst.link") and "link.attachment" in line, line
+    assert "burst data (clusters.burst.data.manager" in line and "images (clusters.burst.data.registries" in line
+
+
+def _burst_unmet(raw: dict[str, Any]) -> list[tuple[str, str]]:
+    platform = _validate(raw)
+    assert platform.hybrid is not None
+    prerequisites = platform.hybrid.clusters["burst"].prerequisites
+    return [(need.capability, prerequisites.finding_line(need)) for need in prerequisites.unmet()]
 
 
 # --- the worker kubeconfig ---------------------------------------------------------------------------------------

@@ -147,11 +147,21 @@ def test_each_stack_runs_where_it_can_reach_its_cluster(workflow: str, job: str)
         clouds = places - {"onprem"}
         assert len(clouds) <= 1, row  # the login action signs in to one cloud per job
         assert row["cloud"] == (clouds.pop() if clouds else "onprem"), row
-        labels = yaml.safe_load(row["runs-on"])
-        if "onprem" in places:  # an on-prem cluster (a hybrid manager too) is reached from inside the site
-            assert isinstance(labels, list) and "self-hosted" in labels
-        else:
-            assert labels == "ubuntu-24.04"
+        # Every deployed cluster's API server admits only the site's or the stack's networks: each row runs on the
+        # self-hosted runner its stack names (ci.runner), which the check ci-runner-reaches-endpoint requires.
+        assert platform.spec.ci is not None, row
+        assert yaml.safe_load(row["runs-on"]) == platform.spec.ci.runner, row
+        assert "self-hosted" in platform.spec.ci.runner, row
+
+
+def test_aks_logins_are_non_interactive() -> None:
+    steps = _load(ACTIONS / "cloud-login" / "action.yml")["runs"]["steps"]
+    azure = "\n".join(str(step.get("run", "")) for step in steps if step.get("if") == "inputs.cloud == 'azure'")
+    assert "az aks install-cli" in azure and "--kubelogin-install-location" in azure
+    assert 'echo "AAD_LOGIN_METHOD=azurecli" >> "$GITHUB_ENV"' in azure  # what kubelogin get-token reads
+    verify = next(step["run"] for step in _workflows()["deploy"]["jobs"]["up"]["steps"]
+                  if "trainyard verify" in str(step.get("run", "")))
+    assert verify.index("kubelogin convert-kubeconfig -l azurecli") < verify.index("trainyard verify")
 
 
 def test_the_login_action_hands_each_cloud_every_variable_it_needs() -> None:

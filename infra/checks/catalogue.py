@@ -28,6 +28,8 @@ from infra.checks import (
     backup,
     capacity,
     charts,
+    ci,
+    fabric,
     firewall,
     gke_network,
     hybrid,
@@ -39,6 +41,7 @@ from infra.checks import (
     policies,
     prerequisites,
     schema,
+    team_egress,
     usage,
 )
 from infra.checks.context import Context, StackContext
@@ -91,6 +94,11 @@ CHECKS: tuple[Entry[Context], ...] = (
           "request; warns of the queues that do not", capacity.check_runtime_resources_covered),
     Entry("runtime-reachable", "spec", "warning", "Each team's queue lists a pool every runtime may be admitted to "
           "(taints, node selector)", capacity.check_runtime_reachable),
+    Entry("fabric-reaches-pods", "spec", "warning", "A pool's declared fabric reaches its pods: InfiniBand and RoCE "
+          "pools request their RDMA devices (fabricDevice); GKE A3 pools' GPUDirect NICs are provisioned",
+          fabric.check_fabric_reaches_pods),
+    Entry("ci-runner-reaches-endpoint", "spec", "error", "A cloud stack's workflows run on a self-hosted runner "
+          "(ci.runner) inside the networks its API endpoint admits", ci.check_ci_runner),
     Entry("prerequisites-provided", "spec", "error", "Every need of the platform has a provider: the cloud "
           "cluster, the site's declaration, or the platform's own charts", prerequisites.check_prerequisites),
     Entry("policy-pack", "render", "error", "The CrossGuard pack (policies/) over the registrations, at the stack's "
@@ -140,6 +148,9 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
           "a Google account only its service account may use, holding the metric writer role only",
           managed_prometheus.check_managed_prometheus),
+    Entry("team-store-egress", "spec", "warning", "A team whose bucket is in the cloud's object store declares "
+          "egress to it (teams.<team>.objectStorage): its namespaces deny all other egress",
+          team_egress.check_team_store_egress),
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),

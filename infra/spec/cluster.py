@@ -233,3 +233,20 @@ class ClusterSpec(Strict):
         return ", ".join(zones) if zones else "this location has no availability zones: drop `zone`"
 
 
+SELF_HOSTED = "self-hosted"
+
+
+class CiSpec(Strict):
+    """Where the workflows that deploy, preview and check drift for this stack run (.github/workflows). A cloud
+    cluster's API endpoint admits only the stack's own networks (`endpoint.cidrs`) or its VPC (`private`), and
+    GitHub's hosted runners come from neither. `runner`: the runs-on labels of a self-hosted runner inside those
+    networks, e.g. [self-hosted, trainyard-aws]; each workflow's matrix runs the stack there."""
+
+    runner: list[str] = Field(min_length=1)
+
+    @field_validator("runner")
+    @classmethod
+    def _labels(cls, runner: list[str]) -> list[str]:
+        if any(not label or label != label.strip() for label in runner) or len(set(runner)) != len(runner):
+            raise ValueError("give each runner label once, non-empty, e.g. [self-hosted, trainyard-aws]")
+        return runner

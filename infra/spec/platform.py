@@ -10,7 +10,7 @@ from infra.spec.audit import AuditSpec, check_audit
 from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
-from infra.spec.cluster import ClusterSpec
+from infra.spec.cluster import CiSpec, ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
@@ -90,6 +90,7 @@ class PlatformSpec(Strict):
     observability: ObservabilitySpec = Field(default_factory=ObservabilitySpec)
     audit: AuditSpec = Field(default_factory=AuditSpec)
     front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
+    ci: CiSpec | None = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:

@@ -87,8 +87,10 @@ def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
     if capability.startswith("link:"):
-        return ("a worker's only declared private path to the site is its `link`: use that network (or public, "
-                "over https), or change the link")
+        return ("a worker's only private path to the site is its `link`, provided once its cloud side is declared: "
+                "set clusters.<worker>.link.attachment (the VPN connection or interconnect attachment, routed to "
+                "`from`, the worker's API endpoint admitting `from` on 443) and use that network (or public, over "
+                "https)")
     if kind == "existing" and capability == "audit-log":
         return ("run the API server with --audit-policy-file (docs/audit-policy.yaml) and --audit-log-path, then list "
                 "`audit-log` under cluster.existing.provides")

@@ -58,6 +58,12 @@ gcp_region = catalog_check("a Google Cloud region", GCP_ZONES,
                            "infra/spec/clouds/gcp.py (Google Cloud regions and zones)")
 
 
+# A3 machines carry extra NICs that reach the other nodes' GPUs only through GPUDirect (TCPX on a3-highgpu-8g, TCPXO
+# on a3-megagpu-8g): the additional VPC networks, GKE multi-networking, the NCCL plugin and the NRI device injector.
+# Without them NCCL runs over TCP on the primary NIC (cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-
+# gpudirect-tcpx).
+GPUDIRECT = {"a3-highgpu-8g": "GPUDirect-TCPX", "a3-megagpu-8g": "GPUDirect-TCPXO"}
+
 def gcp_zone_problem(region: str, zone: str) -> str | None:
     letters = GCP_ZONES.get(region, "")
     if not zone.startswith(f"{region}-") or len(zone) != len(region) + 2:

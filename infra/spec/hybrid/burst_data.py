@@ -162,12 +162,15 @@ def link_needs(worker: str, link: Link, data: WorkerData | None,
     """What a worker needs from the site for the burst, as prerequisites: the network path of each connection
     and the Secrets that MultiKueue does not copy. The declared link provides its network, the worker's internet
     egress `public`; another private path than the link's is provided by nothing (the plan's prerequisites
-    check then refuses it)."""
+    check then refuses it); so is the link's own private network until its cloud side is declared
+    (`link.attachment`)."""
     where = f"clusters.{worker}"
     needs = [Need(f"link:{link.network}", f"multikueue ({where}.link: the manager's Kueue calls this API server "
                                           f"from {link.source})")]
-    provided = {f"link:{link.network}": Provision("site", f"declared in {where}.link"),
-                "link:public": Provision("cluster", "the worker's internet egress")}
+    provided = {"link:public": Provision("cluster", "the worker's internet egress")}
+    if link.attachment is not None:
+        provided[f"link:{link.network}"] = Provision("site", f"declared in {where}.link.attachment "
+                                                            f"({link.attachment})")
     if data is None:
         return needs, provided
     store = data.read_store

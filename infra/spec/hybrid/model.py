@@ -42,10 +42,15 @@ class Link(Strict):
     """How the manager reaches a worker: its Kueue calls the worker's API server over HTTPS (the worker never
     calls the manager). `network`: vpn, interconnect (Direct Connect, Cloud Interconnect, ExpressRoute) or the
     public endpoint; `from`: the manager's egress addresses as the worker's API server sees them. The
-    credentials are the secret config key trainyard:multikueue-<worker> (docs/hybrid.md)."""
+    credentials are the secret config key trainyard:multikueue-<worker> (docs/hybrid.md). `attachment` (vpn,
+    interconnect): the cloud side of the private path, which the site provisions and Trainyard does not: the VPN
+    connection or interconnect attachment id, with routes between `from` and the worker's network and the
+    worker's API endpoint security group admitting `from` on 443; without it the private path is provided by
+    nothing."""
 
     network: Network
     source: str = Field(alias="from")
+    attachment: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9/_-]*$")
 
     valid_source = field_validator("source")(ipv4_cidr)
 
@@ -225,6 +230,8 @@ def _relocated(error: SpecError, cluster: str, role: str) -> SpecError:
 
 def _link_problem(worker: Platform, link: Link) -> str | None:
     """A public link needs a public endpoint that admits the manager's egress addresses."""
+    if link.network == "public" and link.attachment is not None:
+        return "a public link has no attachment (the endpoint is reached over the internet): drop `attachment`"
     chosen = worker.spec.cluster.chosen
     endpoint = getattr(chosen, "endpoint", None)
     if link.network != "public" or endpoint is None:
