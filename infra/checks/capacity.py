@@ -9,10 +9,7 @@ from infra.spec.queues import capacity as rules
 
 
 def check_capacity_fits_pool(ctx: Context) -> list[Finding]:
-    # rules.capacity_findings also runs the queue rules, which are checks of their own here (the spec module is
-    # not ours to split): findings are a set in the end, so leaving theirs out changes nothing a user sees.
-    queue = set(rules.queue_findings(ctx.platform))
-    return [f for f in rules.capacity_findings(ctx.platform) if f not in queue]
+    return rules.pool_fit_findings(ctx.platform)
 
 
 def check_quota_resources_offered(ctx: Context) -> list[Finding]:

@@ -71,6 +71,12 @@ def https_url_problem(value: str) -> str | None:
     return None
 
 
+
+def refuse(value: str, problem: str | None) -> None:
+    """A validator's refusal of `value` for the problem a *_problem function found, if any."""
+    if problem:
+        raise ValueError(f"'{value}' {problem}")
+
 class Acme(Strict):
     """A certificate from an ACME server (cert-manager ClusterIssuer `acme`): `email` for expiry notices,
     `server` the ACME directory URL (default Let's Encrypt production), `solver` how the server checks the name:
@@ -93,9 +99,7 @@ class Acme(Strict):
     @field_validator("server")
     @classmethod
     def _server(cls, value: str) -> str:
-        problem = https_url_problem(value)
-        if problem:
-            raise ValueError(f"'{value}' {problem}")
+        refuse(value, https_url_problem(value))
         return value
 
     @model_validator(mode="after")
@@ -152,9 +156,7 @@ class Oidc(Strict):
     @field_validator("issuer_url")
     @classmethod
     def _issuer(cls, value: str) -> str:
-        problem = https_url_problem(value)
-        if problem:
-            raise ValueError(f"'{value}' {problem}")
+        refuse(value, https_url_problem(value))
         if value.rstrip("/") == GOOGLE_ISSUER:
             raise ValueError(f"'{value}': Google's ID tokens carry no groups, so no team group would reach a UI: "
                              "use identityProvider.google (Dex reads the groups from the Workspace directory)")
@@ -344,9 +346,7 @@ class FrontDoorSpec(Strict):
     @field_validator("host")
     @classmethod
     def _host(cls, value: str) -> str:
-        problem = host_problem(value)
-        if problem:
-            raise ValueError(f"'{value}' {problem}")
+        refuse(value, host_problem(value))
         return value
 
     @model_validator(mode="after")

@@ -20,6 +20,11 @@ def _amount(resource: str, value: Decimal) -> str:
 
 
 def capacity_findings(platform: Platform) -> list[Finding]:
+    """Every capacity rule: the guarantees fit their pools, and the queue rules."""
+    return pool_fit_findings(platform) + queue_findings(platform)
+
+
+def pool_fit_findings(platform: Platform) -> list[Finding]:
     """Quotas are checked per flavor and resource name, in the units the pool offers (time-sliced replicas,
     MIG instances). Autoscaled pools: guaranteed quotas must fit the minimum node count; the nodes up to the
     maximum are only borrowable through the cohort, so they never count towards a guarantee."""
@@ -52,7 +57,7 @@ def capacity_findings(platform: Platform) -> list[Finding]:
                     "lists this pool; give a team a quota on it",
                     severity="warning",
                 ))
-    return findings + queue_findings(platform)
+    return findings
 
 
 def queue_findings(platform: Platform) -> list[Finding]:
