@@ -52,7 +52,8 @@ typecheck: install
 test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
 	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
 
-# Every stack rendered by two processes under different hash seeds, each with an empty cache (make test: onprem-lab).
+# Every stack rendered by a child process under another hash seed with an empty cache and by the test process
+# (make test: onprem-lab).
 determinism: charts  ## byte-identical renders across processes and PYTHONHASHSEED, all six stacks (~4 min)
 	TRAINYARD_CRDS=$(abspath $(CRDS)) TRAINYARD_ALL_STACKS=1 $(VENV)/bin/pytest tests/test_determinism.py
 
