@@ -7,12 +7,16 @@ team's queue and refused on another team's queue or in another team's namespace.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.apiserver.admit import answer
+from infra.apiserver.identity import resolve
 from infra.apiserver.schema import CrdIndex
+from infra.commands import main
 from tests import pipelines as p
 from tests.conftest import ALL_STACKS, CRDS, capture_of, kube_objects, platform_of
 
@@ -132,3 +136,19 @@ def test_a_kind_no_crd_defines_is_refused_as_the_api_server_does() -> None:
         CrdIndex(CRDS, platform_of("onprem-lab").spec.versions.crd_dirs()), "platform")
     assert refused == 1 and lines[0] == ('refused Widget/vision/w: schema: no matches for kind "Widget" in version '
                                          '"example.com/v1": the stack installs no CRD that defines it')
+
+
+
+def test_the_pipeline_personas_are_the_identities_kfp_and_argo_run_as(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    platform = platform_of("onprem-lab")
+    assert resolve(platform, "pipelines", [])[1].user == "system:serviceaccount:kubeflow:ml-pipeline"
+    assert resolve(platform, "workflow-controller", [])[1].user == p.ARGO_CONTROLLER
+    assert resolve(platform, "pipeline-step:nlp", [])[1].user == "system:serviceaccount:nlp:default-editor"
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump(p.kfp_run("vision")), encoding="utf-8")
+    for bad, why in (("pipelines:vision", "pipelines is not a team's persona"),
+                     ("pipeline-step:nobody", "the stack has no team 'nobody'")):
+        assert main(["admit", "onprem-lab", str(manifest), "--as", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err

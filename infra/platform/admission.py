@@ -16,8 +16,7 @@ bound to every namespace carrying the team label (restore-drill copies included:
 - secrets: no ServiceAccount token Secrets (a never-expiring credential); CI identities submit TrainJobs
   that reference no Secret and run on a ClusterTrainingRuntime.
 - drill-evidence: tenants cannot create, change or delete the backup marker the restore drill checks.
-- pipeline-steps: no Argo Workflow (template, cron) or KFP run whose steps ask for GPUs; the run's
-  ServiceAccount may create TrainJobs (infra/platform/admission_steps.py).
+- pipeline-steps: no Argo or KFP run whose steps ask for GPUs (infra/platform/admission_steps.py).
 - fabric-request (stacks whose pools have fabric devices): a TrainJob on a runtime pinned to such a pool
   requests the node's fabric devices (all EFA interfaces; the declared RDMA devices); without them NCCL
   silently falls back to TCP.
