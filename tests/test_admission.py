@@ -15,7 +15,8 @@ from infra.spec.policy import allowed, qualified
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
 
 POLICIES = {"trainyard-queue-required", "trainyard-pod-security", "trainyard-allowed-registries",
-            "trainyard-gpu-quota", "trainyard-no-token-secrets", "trainyard-drill-evidence"}
+            "trainyard-gpu-quota", "trainyard-no-token-secrets", "trainyard-drill-evidence",
+            "trainyard-pipeline-steps"}
 
 
 def _policies(capture: Any) -> dict[str, dict[str, Any]]:

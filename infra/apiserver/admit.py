@@ -17,6 +17,7 @@ from infra.apiserver.schema import CrdIndex
 from infra.apiserver.state import ClusterState, decoded
 from infra.apiserver.verdict import Refusal, subject
 from infra.offline import engine
+from infra.offline.clusters import split
 from infra.offline.plan import objects
 from infra.spec import Platform, SpecError, load_file, stack_path
 from infra.spec.input import yaml_input
@@ -78,15 +79,28 @@ def _rbac(obj: dict[str, Any], who: Identity, authorizer: Authorizer, cluster: C
     return [Refusal("rbac", "", forbidden(who, "create", found.group, found.plural, namespace, name), "Forbidden")]
 
 
+def submitted_to(platform: Platform, capture: engine.Capture) -> tuple[Platform, engine.Capture]:
+    """The cluster tenants submit to: the stack's only one, or a multi-cluster stack's manager (MultiKueue
+    dispatches from there to the workers), with that cluster's own Platform and objects."""
+    if platform.hybrid is None:
+        return platform, capture
+    return split(platform, capture)[platform.hybrid.manager]
+
+
 def answer(platform: Platform, capture: engine.Capture, submitted: list[dict[str, Any]],
            crds: CrdIndex | None, as_: str | None = None) -> tuple[list[str], int]:
     """The answer per submitted object (lines to print) and how many are refused, in the stack's cluster:
     what the stack renders plus what is submitted together, each object created in turn by the identity `--as`
     names: RBAC first, then admission, the namespace's quotas last (an admitted object counts against them for
     the next). Each is a CREATE: the API server drops `status` before admission (it is the controllers' to
-    write, through the status subresource)."""
-    submitted = [decoded({key: value for key, value in obj.items() if key != "status"}) for obj in submitted]
+    write, through the status subresource), except for a custom kind whose CRD has no status subresource."""
+    platform, capture = submitted_to(platform, capture)
     rendered = [obj for _, obj in objects(capture)]
+    if crds is not None:  # the kinds the stack's charts and kustomizations define (Argo's Workflow in KFP's)
+        crds.install(obj for obj in rendered if obj.get("kind") == "CustomResourceDefinition")
+    submitted = [decoded({key: value for key, value in obj.items() if key != "status" or (
+        crds is not None and crds.keeps_status(str(obj.get("apiVersion", "")), str(obj.get("kind", ""))))})
+        for obj in submitted]
     cluster = ClusterState(rendered + submitted)
     _, who = identities.resolve(platform, as_, submitted)
     authorizer = Authorizer(rendered)

@@ -1,6 +1,8 @@
 """Who `trainyard admit --as` submits as: a persona the stack declares (for a team where it is a team's), the
-team's CI ServiceAccount, or the platform's own deploy identity, resolved to the user name and groups the API
-server would authenticate the request to (the identity provider's groups with the stack's groupPrefix)."""
+team's CI ServiceAccount, a pipeline's identities (the run's ServiceAccount in a team namespace, the KFP API
+server that creates a run's Workflow, the Argo controller that creates its step pods), or the platform's own
+deploy identity, resolved to the user name and groups the API server would authenticate the request to (the
+identity provider's groups with the stack's groupPrefix)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infra.apiserver.rbac import MASTERS, Identity
+from infra.platform.admission_steps import STEP_ACCOUNT
 from infra.platform.rbac import ANALYST, CI, ML_ENGINEER, PLATFORM_ADMIN
 from infra.platform.tenancy import CI_SERVICE_ACCOUNT
 from infra.spec import Platform, SpecError
@@ -16,7 +19,20 @@ AUTHENTICATED = "system:authenticated"
 CI_SERVICE_ACCOUNT_PERSONA = "ci-serviceaccount"
 PLATFORM = "platform"  # who runs `pulumi up`: cluster-admin through system:masters
 TEAM_PERSONAS = {ML_ENGINEER: "engineers", ANALYST: "analysts", CI: "ci"}  # persona -> its key in a team's groups
-PERSONAS = (PLATFORM, PLATFORM_ADMIN, *TEAM_PERSONAS, CI_SERVICE_ACCOUNT_PERSONA)
+# A team namespace's ServiceAccounts: persona -> ServiceAccount name (in the team's first namespace).
+ACCOUNT_PERSONAS = {CI_SERVICE_ACCOUNT_PERSONA: CI_SERVICE_ACCOUNT, "pipeline-step": STEP_ACCOUNT}
+# Kubeflow Pipelines' controllers, as the vendored 26.03 overlay deploys them in `kubeflow`: the API server creates
+# a run's Workflow, the Argo workflow controller its step pods.
+CONTROLLER_PERSONAS = {"pipelines": "ml-pipeline", "workflow-controller": "argo"}
+KFP_NAMESPACE = "kubeflow"
+UNTEAMED = (PLATFORM, PLATFORM_ADMIN, *CONTROLLER_PERSONAS)
+PERSONAS = (PLATFORM, PLATFORM_ADMIN, *TEAM_PERSONAS, *ACCOUNT_PERSONAS, *CONTROLLER_PERSONAS)
+
+
+def service_account(namespace: str, name: str) -> Identity:
+    """How the API server authenticates a ServiceAccount's token."""
+    return Identity(f"system:serviceaccount:{namespace}:{name}",
+                    ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED))
 
 
 def team_of(platform: Platform, namespace: str) -> str | None:
@@ -38,10 +54,10 @@ def resolve(platform: Platform, value: str | None, submitted: Sequence[dict[str,
     if persona not in PERSONAS:
         raise SpecError("--as", f"unknown persona {persona!r}: give one of {', '.join(PERSONAS)} (optionally :TEAM)")
     teams = [t.name for t in platform.teams]
-    if team and (persona in (PLATFORM, PLATFORM_ADMIN) or team not in teams):
-        why = f"{persona} is not a team's persona" if persona in (PLATFORM, PLATFORM_ADMIN) else \
+    if team and (persona in UNTEAMED or team not in teams):
+        why = f"{persona} is not a team's persona" if persona in UNTEAMED else \
             f"the stack has no team {team!r} (its teams: {', '.join(teams)})"
-        raise SpecError("--as", f"{why}: give {persona}" + ("" if persona in (PLATFORM, PLATFORM_ADMIN)
+        raise SpecError("--as", f"{why}: give {persona}" + ("" if persona in UNTEAMED
                                                             else f"[:TEAM] with TEAM one of {', '.join(teams)}"))
     identity = platform.spec.identity
     if persona == PLATFORM:
@@ -49,10 +65,11 @@ def resolve(platform: Platform, value: str | None, submitted: Sequence[dict[str,
     if persona == PLATFORM_ADMIN:
         return PLATFORM_ADMIN, Identity(PLATFORM_ADMIN, (*(identity.group(g) for g in identity.platform_admins),
                                                          AUTHENTICATED))
+    if persona in CONTROLLER_PERSONAS:
+        return persona, service_account(KFP_NAMESPACE, CONTROLLER_PERSONAS[persona])
     team = team or default_team(platform, submitted)
-    if persona == CI_SERVICE_ACCOUNT_PERSONA:
+    if persona in ACCOUNT_PERSONAS:
         namespace = next(t for t in platform.teams if t.name == team).namespaces[0]
-        return f"{persona}:{team}", Identity(f"system:serviceaccount:{namespace}:{CI_SERVICE_ACCOUNT}", (
-            "system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED))
+        return f"{persona}:{team}", service_account(namespace, ACCOUNT_PERSONAS[persona])
     names = getattr(platform.spec.teams[team].groups, TEAM_PERSONAS[persona])
     return f"{persona}:{team}", Identity(f"{persona}@{team}", (*(identity.group(g) for g in names), AUTHENTICATED))

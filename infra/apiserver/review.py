@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.apiserver import crd_rules, podsecurity, queues, vap, webhooks
-from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_custom
+from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_core_kind, is_custom
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal, Unchecked
 from infra.spec.versions import Versions
@@ -43,6 +43,10 @@ class Reviewer:
     def schema(self, obj: dict[str, Any]) -> list[Refusal]:
         if is_custom(obj, self.crds):
             problems = check_custom(obj, self.crds) if self.crds is not None else []
+        elif self.crds is not None and not is_core_kind(obj, self.versions.kubernetes):
+            # A kind neither Kubernetes serves nor a CRD of the cluster defines: the API server has no such resource.
+            problems = [f'no matches for kind "{obj.get("kind")}" in version "{obj.get("apiVersion")}": the stack '
+                        "installs no CRD that defines it"]
         else:
             problems = check_core(obj, self.versions.kubernetes)
         return [Refusal("schema", "", problem) for problem in problems]

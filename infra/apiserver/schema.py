@@ -9,7 +9,7 @@ import hashlib
 import os
 import re
 import tarfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -73,6 +73,7 @@ class CrdIndex:
 
     def __init__(self, root: Path | None, dirs: dict[str, str], installed: Sequence[dict[str, Any]] = ()) -> None:
         self.schemas: dict[tuple[str, str, str], dict[str, Any]] = {}  # as the CRDs have them
+        self.plain_status: set[tuple[str, str, str]] = set()  # versions without the status subresource
         self._python: dict[tuple[str, str, str], dict[str, Any]] = {}  # patterns for Python, on first lookup
         self.missing: list[str] = []
         self.from_dirs = root is not None
@@ -89,7 +90,12 @@ class CrdIndex:
                 continue
             for crd in _parsed(*(path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.yaml")))):
                 self._add(crd)
-        for crd in installed:
+        self.install(installed)
+
+    def install(self, crds: Iterable[dict[str, Any]]) -> None:
+        """Add the CRDs a cluster holds beyond the pinned directories (a chart's or a kustomization's, such as
+        Argo's in Kubeflow Pipelines), for kinds the directories do not define."""
+        for crd in crds:
             if crd.get("kind") == "CustomResourceDefinition":
                 self._add(crd, replace=False)
 
@@ -101,6 +107,17 @@ class CrdIndex:
             if version.get("served", True) and schema is not None and (replace or key not in self.schemas):
                 self.schemas[key] = schema
                 self._python.pop(key, None)
+                if "status" in (version.get("subresources") or {}):
+                    self.plain_status.discard(key)
+                else:
+                    self.plain_status.add(key)
+
+    def keeps_status(self, api_version: str, kind: str) -> bool:
+        """Whether a create keeps the object's `status`: a CRD version without the status subresource stores it
+        as part of the object (KFP's ScheduledWorkflow even requires it); everywhere else the server drops it."""
+        group, _, version = api_version.rpartition("/")
+        self.schema(api_version, kind)  # a chart archive's CRD is parsed on first use
+        return (group, version, kind) in self.plain_status
 
     def schema(self, api_version: str, kind: str) -> dict[str, Any] | None:
         """The served version's schema, its patterns made Python's (converted for the kinds checked only: the
@@ -192,6 +209,11 @@ def _core_validator(kind: str, api_version: str, k8s_version: str) -> jsonschema
 def _definitions(folder: str, k8s_version: str) -> Registry[Any]:
     """The shared definitions every kind's schema refers to (4 MB of JSON): read once per version, not per kind."""
     return Resource.from_contents(kv_utils.schema_contents(f"{folder}/_definitions.json", k8s_version)) @ Registry()
+
+
+def is_core_kind(obj: dict[str, Any], k8s_version: str) -> bool:
+    """Whether Kubernetes itself serves the object's kind at this version."""
+    return _core_validator(obj.get("kind", ""), obj.get("apiVersion", ""), k8s_version) is not None
 
 
 def check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from infra.apiserver.admit import admit
+from infra.apiserver.identity import PERSONAS
 from infra.apiserver.schema import default_crds_dir
 from infra.commands.common import ROOT, STACK_HELP, Subparsers
 from infra.spec import SpecError
@@ -24,6 +25,6 @@ def register(sub: Subparsers) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifests to check (multi-document YAML)")
     parser.add_argument("--crds", help="directory of upstream CRDs (<component>/<minor>/)")
     parser.add_argument("--as", dest="as_", metavar="PERSONA[:TEAM]",
-                        help="who submits: platform, platform-admin, ml-engineer, analyst, ci or ci-serviceaccount, "
-                             "for TEAM (default: the ml-engineer of the first object's team)")
+                        help=f"who submits: {', '.join(PERSONAS)}, for TEAM where it is a team's (default: the "
+                             "ml-engineer of the first object's team)")
     parser.set_defaults(func=run)

@@ -59,7 +59,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     backup = Backup(named("backup"), platform, provider, tenancy.namespaces, backup_credentials,
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access(named("access"), platform, provider, tenancy.namespaces)
-    Admission(named("admission"), platform, provider)
+    Admission(named("admission"), platform, provider, tenancy.namespaces)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))

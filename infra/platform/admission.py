@@ -16,6 +16,7 @@ bound to every namespace carrying the team label (restore-drill copies included:
 - secrets: no ServiceAccount token Secrets (a never-expiring credential); CI identities submit TrainJobs
   that reference no Secret and run on a ClusterTrainingRuntime.
 - drill-evidence: tenants cannot create, change or delete the backup marker the restore drill checks.
+- pipeline-steps: no Argo or KFP run whose steps ask for GPUs (infra/platform/admission_steps.py).
 - fabric-request (stacks whose pools have fabric devices): a TrainJob on a runtime pinned to such a pool
   requests the node's fabric devices (all EFA interfaces; the declared RDMA devices); without them NCCL
   silently falls back to TCP.
@@ -26,7 +27,7 @@ spec, so a change to teams or registries is a reviewed change to these objects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -43,6 +44,7 @@ from infra.platform.admission_cel import (
     security_field,
     when,
 )
+from infra.platform.admission_steps import pipeline_policy, step_rights
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
@@ -56,6 +58,7 @@ from infra.vocabulary import (
     EVIDENCE_POLICY,
     FABRIC_POLICY,
     GPU_QUOTA_POLICY,
+    PIPELINE_POLICY,
     POD_SECURITY_POLICY,
     POOL_LABEL,
     PRIORITY_LABEL,
@@ -371,6 +374,7 @@ def policies(platform: Platform) -> dict[str, dict[str, Any]]:
         GPU_QUOTA_POLICY: gpu_policy(platform),
         SECRETS_POLICY: secrets_policy(users, ci_groups),
         EVIDENCE_POLICY: evidence_policy(platform),
+        PIPELINE_POLICY: pipeline_policy(),
         **({FABRIC_POLICY: fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
     }
 
@@ -387,7 +391,7 @@ def binding_spec(policy_name: str) -> dict[str, Any]:
 
 class Admission(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Admission", name, None, opts)
         specs = policies(platform)
         for policy_name, spec in specs.items():
@@ -395,4 +399,5 @@ class Admission(pulumi.ComponentResource):
                                  child_opts(self, provider), spec=spec)
             kube_object(f"vapb-{policy_name}", API, "ValidatingAdmissionPolicyBinding", metadata(policy_name),
                         child_opts(self, provider, depends_on=[policy]), spec=binding_spec(policy_name))
+        step_rights(self, platform, provider, team_namespaces)
         self.register_outputs({"policies": sorted(specs)})
