@@ -48,7 +48,10 @@ def client() -> tuple[kfp.Client, str]:
 
 def version_of(kfp_client: kfp.Client, namespace: str, sha: str) -> tuple[str, str]:
     """(pipeline id, version id) of the version named after the commit, uploading it when it is not there yet."""
-    pipeline_id = kfp_client.get_pipeline_id(PIPELINE)
+    # the team's own pipeline: Client.get_pipeline_id looks among the shared ones (no namespace) only
+    named = json.dumps({"predicates": [{"operation": 1, "key": "display_name", "stringValue": PIPELINE}]})  # EQUALS
+    found = kfp_client.list_pipelines(filter=named, namespace=namespace).pipelines or []
+    pipeline_id = found[0].pipeline_id if found else None
     if pipeline_id is None:
         created = kfp_client.upload_pipeline(str(COMPILED), pipeline_name=PIPELINE, namespace=namespace,
                                              description="Prepare, train in a TrainJob, evaluate, release")
