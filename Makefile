@@ -19,8 +19,10 @@ $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .tools uv==$(UV_VERSION) 2>/dev/null \
 		|| { rm -rf .tools && $(PYTHON) -m venv .tools && .tools/bin/pip install --quiet uv==$(UV_VERSION); }
 
-$(VENV)/.synced: $(UV) pyproject.toml uv.lock
+# The KFP SDK (examples/pipelines) needs protobuf 6, the platform's environment holds 5.29: an environment of its own.
+$(VENV)/.synced: $(UV) pyproject.toml uv.lock examples/pipelines/pyproject.toml examples/pipelines/uv.lock
 	$(UV) sync --locked --quiet
+	UV_PROJECT_ENVIRONMENT=$(abspath .venv-pipelines) $(UV) sync --locked --quiet --project examples/pipelines
 	touch $@
 
 install: $(VENV)/.synced
