@@ -4,6 +4,7 @@ against a fake Prometheus HTTP API on 127.0.0.1 that holds known series (expecte
 from __future__ import annotations
 
 import json
+import re
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -122,12 +123,44 @@ def test_the_csv_has_a_row_per_team_and_pool_and_per_team(prometheus: str,
     code, out, _ = _report(capsys, "--prometheus", prometheus, "--csv")
     assert code == 0
     assert out.splitlines() == [
-        "team,pool,gpu_hours_admitted,gpu_hours_busy,gpu_hours_idle,idle_share,price_per_gpu_hour,cost",
-        "nlp,l40s,8.00,0.50,7.50,0.9375,0.8500,6.80",
-        "vision,h100,24.00,16.00,8.00,0.3333,2.4000,57.60",
-        "nlp,all,8.00,0.50,7.50,0.9375,,6.80",
-        "vision,all,24.00,16.00,8.00,0.3333,,57.60",
+        "team,pool,gpu_hours_admitted,gpu_hours_busy,gpu_hours_idle,idle_share,price_per_gpu_hour,cost,cost_caveats",
+        "nlp,l40s,8.00,0.50,7.50,0.9375,0.8500,6.80,",
+        "vision,h100,24.00,16.00,8.00,0.3333,2.4000,57.60,",
+        "nlp,all,8.00,0.50,7.50,0.9375,,6.80,",
+        "vision,all,24.00,16.00,8.00,0.3333,,57.60,",
     ]
+
+
+def test_a_pool_without_a_price_is_reported_unpriced_not_free(prometheus: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    raw = raw_platform("onprem-lab")
+    del raw["pools"]["l40s"]["pricePerGpuHour"]
+    stack = str(write_stack(tmp_path, raw))
+    code, out, _ = _report(capsys, "--prometheus", prometheus, stack=stack)
+    assert code == 0, out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:4]}
+    assert rows == {"nlp": ["8.00", "0.50", "7.50", "93.8%", "unpriced"],  # 8 GPU-hours, no price: not 0.00
+                    "vision": ["24.00", "16.00", "8.00", "33.3%", "57.60"]}
+    assert "cost unpriced: no price for pool(s) l40s (below): their GPU-hours are not costed" in out
+    assert "  l40s: none (no price: declare pools.l40s.pricePerGpuHour (its nodes name no machine with a list " \
+           "price))" in out
+    _, csv_out, _ = _report(capsys, "--prometheus", prometheus, "--csv", stack=stack)
+    assert "nlp,l40s,8.00,0.50,7.50,0.9375,,,no price" in csv_out.splitlines()
+    assert "nlp,all,8.00,0.50,7.50,0.9375,,,no price" in csv_out.splitlines()
+
+
+def test_costs_from_unverified_list_prices_are_marked_estimates(prometheus: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _report(capsys, "--prometheus", prometheus, stack="aws-prod")
+    assert code == 0, out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:4]}
+    # vision: 24 GPU-hours x 55.04 / 8 = 165.12; nlp: 8 x 10.49264 / 4 = 20.98528.
+    assert rows["vision"][-1] == "165.12*" and rows["nlp"][-1] == "20.99*"
+    assert "cost*: from a ceiling or an unverified list price (below): an estimate, not a bill" in out
+    assert "  h100: 6.8800 UNVERIFIED (p5.48xlarge list price 55.04/h, AWS EC2 On-Demand pricing" in out
+    assert "  spot: 0.6000 (declared (pools.spot.pricePerGpuHour))" in out
+    _, csv_out, _ = _report(capsys, "--prometheus", prometheus, "--csv", stack="aws-prod")
+    assert "vision,h100,24.00,16.00,8.00,0.3333,6.8800,165.12,unverified" in csv_out.splitlines()
 
 
 def test_top_limits_the_workloads(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,10 +230,66 @@ def _prices(stack: str) -> dict[str, Decimal | None]:
     return {pool: price.per_unit_hour for pool, price in pool_prices(platform.spec, units).items()}
 
 
+def _price_list(stack: str) -> dict[str, Any]:
+    from infra.spec.usage import pool_prices
+
+    platform = platform_of(stack)
+    units = {f.pool: f.gpu.units_per_gpu for f in platform.flavors if f.gpu}
+    return pool_prices(platform.spec, units)
+
+
 def test_cloud_pools_default_to_the_list_price_over_their_gpus() -> None:
     # p5.48xlarge 55.04/h over 8 GPUs; g6e.12xlarge 10.49264/h over 4; the spot pool declares its own.
     assert _prices("aws-prod") == {"h100": Decimal("6.8800"), "l40s": Decimal("2.6232"), "spot": Decimal("0.6000")}
     assert _prices("onprem-lab") == {"h100": Decimal("2.4000"), "l40s": Decimal("0.8500")}
+    # ND96isr H100 v5 98.32/h over 8; NC24ads A100 v4 3.673/h over 1 GPU of 7 MIG instances.
+    assert _prices("azure-prod") == {"h100": Decimal("12.2900"), "a100-mig": Decimal("0.5247")}
+    prices = _price_list("aws-prod")
+    assert prices["h100"].caveats == ("unverified",) and prices["spot"].caveats == ()
+
+
+def test_gcp_reserved_and_spot_pools_take_the_list_price_as_a_ceiling() -> None:
+    # a3-highgpu-8g 88.253/h over 8 GPUs (a reservation bills at the on-demand rate); g2-standard-48 3.999/h over 4
+    # L4 each shared by 4 (Spot is at most the on-demand rate): 0.2499375 a share.
+    assert _prices("gcp-prod") == {"h100": Decimal("11.0316"), "l4": Decimal("0.2499")}
+    prices = _price_list("gcp-prod")
+    assert prices["h100"].caveats == prices["l4"].caveats == ("ceiling", "unverified")
+    assert "reserved: a reservation is billed at the on-demand rate" in prices["h100"].origin
+    assert "reservations-overview" in prices["h100"].origin and "spot-vms/pricing" in prices["l4"].origin
+
+
+def test_an_on_demand_gcp_pool_is_no_ceiling_and_a_verified_figure_no_estimate(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from infra.spec.clouds import CLOUDS
+    from infra.spec.clouds.facts import ListPrice
+    from infra.spec.usage import pool_prices
+
+    raw = raw_platform("gcp-prod")
+    raw["pools"]["l4"]["capacityType"] = "on-demand"
+    platform = load_file(write_stack(tmp_path, raw))
+    assert pool_prices(platform.spec, {})["l4"].caveats == ("unverified",)
+    gke = CLOUDS["gke"]
+    checked = ListPrice(Decimal("4"), "a page, 2026-12-01", verified=True)
+    monkeypatch.setitem(CLOUDS, "gke", replace(gke, list_prices={**gke.list_prices, "g2-standard-48": checked}))
+    price = pool_prices(platform.spec, {})["l4"]
+    assert (price.per_unit_hour, price.caveats) == (Decimal("1.0000"), ())
+
+
+def test_list_prices_are_positive_decimals_with_a_source() -> None:
+    from infra.spec.clouds import CLOUDS
+
+    dated = re.compile(r"\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b")
+    for kind, facts in CLOUDS.items():
+        machines = {m.name: m for m in facts.machines}
+        for name, price in facts.list_prices.items():
+            assert isinstance(price.per_hour, Decimal) and price.per_hour > 0, (kind, name)
+            assert machines[name].gpus > 0, f"{name}: only GPU machines are priced"
+            assert "." in price.source and dated.search(price.source), f"{name}: a page address and a date"
+            # Unchecked figures say so in the words the report repeats; none is passed off as checked.
+            assert price.verified or "UNVERIFIED" in price.source, (kind, name)
+    assert CLOUDS["gke"].list_prices and not any(p.verified for f in CLOUDS.values() for p in f.list_prices.values())
 
 
 def test_a_spot_pool_without_a_declared_price_has_none() -> None:
@@ -213,6 +302,8 @@ def test_a_spot_pool_without_a_declared_price_has_none() -> None:
 
     price = pool_prices(platform.spec, {})["spot"]
     assert price.per_unit_hour is None and "declare pools.spot.pricePerGpuHour" in price.origin
+    # No AWS page read here says how Spot is billed against the list price: no ceiling either.
+    assert "EKS spot capacity has no default" in price.origin
 
 
 def test_a_time_sliced_pool_is_priced_per_share(tmp_path: Path) -> None:
@@ -305,6 +396,9 @@ def test_a_gpu_pool_without_a_price_is_a_plan_warning() -> None:
 
     for stack in ("aws-prod", "local"):  # every GPU pool priced (local's at 0)
         assert check_pools_priced(Context(platform_of(stack), capture_of(stack), None)) == []
+    ceilings = check_pools_priced(Context(platform_of("gcp-prod"), capture_of("gcp-prod"), None))
+    assert [(f.subject, f.severity) for f in ceilings] == [("pool h100", "warning"), ("pool l4", "warning")]
+    assert all(f.message.startswith("priced at a ceiling, its machine's list price: ") for f in ceilings)
     raw = raw_platform("onprem-lab")
     del raw["pools"]["l40s"]["pricePerGpuHour"]
     from infra.spec.input.load import validate

@@ -87,7 +87,8 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("borrowing-limits", "spec", "warning", "A borrowing limit the team chose has an effect: something in the "
           "cohort can lend it", capacity.check_borrowing_limits),
     Entry("pools-priced", "spec", "warning", "Every GPU pool has a price per GPU-hour (declared, or its cloud "
-          "machine's on-demand list price) for the usage report's cost", usage.check_pools_priced),
+          "machine's on-demand list price, only a ceiling for reserved and Spot capacity) for the usage report's "
+          "cost", usage.check_pools_priced),
     Entry("flavor-taints-tolerated", "spec", "error", "Some runtime tolerates the taints of every flavor a team has "
           "a guarantee on", capacity.check_flavor_taints_tolerated),
     Entry("runtime-resources-covered", "spec", "error", "Some ClusterQueue covers every resource a runtime's pods "

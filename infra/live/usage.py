@@ -32,7 +32,8 @@ class Row:
     team: str
     pool: str
     hours: dict[str, Decimal] = field(default_factory=lambda: {kind: Decimal(0) for kind, _ in KINDS})
-    cost: Decimal | None = Decimal(0)
+    cost: Decimal | None = Decimal(0)  # None: a pool of the row has no price
+    caveats: frozenset[str] = frozenset()  # why its cost is an estimate (Price.caveats of its pools)
 
     @property
     def idle_share(self) -> Decimal | None:
@@ -87,12 +88,14 @@ def usage_report(platform: Platform, prometheus: Prometheus, start: int, end: in
             row.hours[kind] += _hours(series, step)
     teams: dict[str, Row] = {}
     for (team, pool), row in sorted(rows.items()):
-        price = prices.get(pool, Price(None, "")).per_unit_hour
-        row.cost = None if price is None else row.hours["admitted"] * price
+        price = _price(prices, pool)
+        row.cost = None if price.per_unit_hour is None else row.hours["admitted"] * price.per_unit_hour
+        row.caveats = frozenset(price.caveats)
         total = teams.setdefault(team, Row(team, "all"))
         for kind in row.hours:
             total.hours[kind] += row.hours[kind]
         total.cost = None if total.cost is None or row.cost is None else total.cost + row.cost
+        total.caveats |= row.caveats
     idle_by_pod: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for series in _read(prometheus, IDLE_POD, start, end, step):
         labels = series.get("metric", {})
@@ -103,6 +106,11 @@ def usage_report(platform: Platform, prometheus: Prometheus, start: int, end: in
                        tuple(teams[k] for k in sorted(teams)),
                        tuple(Workload(team, name, hours) for (team, name), hours in worst if hours > 0),
                        prices, platform.observability.dcgm)
+
+
+def _price(prices: dict[str, Price], pool: str) -> Price:
+    # A pool in the series but not among the stack's GPU pools (renamed, or another cluster's) has no price either.
+    return prices.get(pool, Price(None, "no price: not a GPU pool of this stack's cluster"))
 
 
 def _fmt(value: Decimal | None, places: Decimal = CENT) -> str:
@@ -116,7 +124,7 @@ def _share(value: Decimal | None) -> str:
 def table(report: UsageReport, period: str) -> str:
     header = ("team", "GPU-h admitted", "GPU-h busy", "GPU-h idle", "idle share", "cost")
     lines = [(row.team, _fmt(row.hours["admitted"]), _fmt(row.hours["busy"]), _fmt(row.hours["idle"]),
-              _share(row.idle_share), _fmt(row.cost)) for row in report.teams]
+              _share(row.idle_share), _cost(row)) for row in report.teams]
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *lines, strict=True)]
     out = [f"usage {report.stack} {period} (sampled every {report.step}s)"]
     out += ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths,
@@ -126,23 +134,42 @@ def table(report: UsageReport, period: str) -> str:
         out.append("no recorded GPU usage in this period")
     if not report.dcgm:
         out.append("busy and idle: not recorded on this stack (no DCGM exporter)")
+    prices = {**{row.pool: _price(report.prices, row.pool) for row in report.rows}, **report.prices}
+    unpriced = sorted(pool for pool, price in prices.items() if price.per_unit_hour is None)
+    if unpriced:
+        out.append(f"cost unpriced: no price for pool(s) {', '.join(unpriced)} (below): their GPU-hours are not costed")
+    if any(row.caveats for row in report.teams):
+        out.append("cost*: from a ceiling or an unverified list price (below): an estimate, not a bill")
     out.append("prices per GPU-hour:")
-    out += [f"  {pool}: {_fmt(price.per_unit_hour, Decimal('0.0001'))} ({price.origin})"
-            for pool, price in sorted(report.prices.items())]
+    out += [_price_line(pool, price) for pool, price in sorted(prices.items())]
     out.append("workloads with the most idle GPU-hours:")
     out += [f"  {w.team}  {w.name}  {_fmt(w.idle_hours)}" for w in report.workloads] or ["  none"]
     return "\n".join(out)
+
+
+def _price_line(pool: str, price: Price) -> str:
+    value = "none" if price.per_unit_hour is None else _fmt(price.per_unit_hour, Decimal("0.0001"))
+    return f"  {pool}: {value}{''.join(' ' + caveat.upper() for caveat in price.caveats)} ({price.origin})"
+
+
+def _cost(row: Row) -> str:
+    return "unpriced" if row.cost is None else _fmt(row.cost) + ("*" if row.caveats else "")
+
+
+def _caveats(row: Row) -> str:
+    return ";".join(sorted(row.caveats) + (["no price"] if row.cost is None else []))
 
 
 def to_csv(report: UsageReport) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["team", "pool", "gpu_hours_admitted", "gpu_hours_busy", "gpu_hours_idle", "idle_share",
-                     "price_per_gpu_hour", "cost"])
+                     "price_per_gpu_hour", "cost", "cost_caveats"])
     for row in (*report.rows, *report.teams):
         price = report.prices.get(row.pool, Price(None, "")).per_unit_hour
         share = row.idle_share
         writer.writerow([row.team, row.pool, _fmt(row.hours["admitted"]), _fmt(row.hours["busy"]),
                          _fmt(row.hours["idle"]), "" if share is None else _fmt(share, Decimal("0.0001")),
-                         "" if price is None else str(price), "" if row.cost is None else _fmt(row.cost)])
+                         "" if price is None else str(price), "" if row.cost is None else _fmt(row.cost),
+                         _caveats(row)])
     return buffer.getvalue()

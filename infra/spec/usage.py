@@ -3,15 +3,16 @@ platform says so, and what a GPU-hour of each pool costs (`observability.usage`,
 
 A GPU is busy while DCGM reports its utilisation (DCGM_FI_DEV_GPU_UTIL, percent of the sample period a kernel ran)
 at or above `busyThreshold`; GPU-hours admitted are Kueue's (what a team's ClusterQueue holds of a pool), busy
-ones DCGM's, idle = admitted - busy. The price of a cloud pool's GPU-hour defaults to its machine's published
-on-demand price over its GPUs (the cloud module records where and when the figure was read); a pool shared by
-time-slicing, MPS or MIG is priced per share (the GPU's price over its shares), the unit Kueue admits.
+ones DCGM's, idle = admitted - busy. The price of a cloud pool's GPU-hour defaults to its machine's on-demand list
+price over its GPUs (the cloud module records the page and its date, or that nobody checked the figure); reserved
+and Spot pools take it as a ceiling where the cloud's pages say how such capacity is billed against it. A pool
+shared by time-slicing, MPS or MIG is priced per share (the GPU's price over its shares), the unit Kueue admits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -36,6 +37,25 @@ class UsageSpec(Strict):
 class Price:
     per_unit_hour: Decimal | None  # one GPU (or one share of a shared GPU) for an hour; None: nobody said
     origin: str  # where the figure comes from, for the report's footnote
+    # Why the figure is not one to bill from: "unverified" (a list price nobody checked against its page),
+    # "ceiling" (the list price bounds what reserved or Spot capacity costs); empty when it is.
+    caveats: tuple[str, ...] = ()
+
+
+def _default(facts: Any, name: str, pool: Any) -> Price:
+    """The price a cloud pool takes from its machine's list price, or why it has none."""
+    listed = facts.list_prices.get(pool.instance_type)
+    billing = {"on-demand": "", "reserved": facts.reserved_billing, "spot": facts.spot_billing}[pool.capacity_type]
+    if listed is None or (pool.capacity_type != "on-demand" and not billing):
+        why = ("its nodes name no machine with a list price" if pool.instance_type is None
+               else f"{pool.instance_type} has no list price" if listed is None
+               else f"{facts.title} {pool.capacity_type} capacity has no default")
+        return Price(None, f"no price: declare pools.{name}.pricePerGpuHour ({why})")
+    origin = f"{pool.instance_type} list price {listed.per_hour}/h, {listed.source}"
+    caveats = () if listed.verified else ("unverified",)
+    if billing:
+        origin, caveats = f"{origin}; {pool.capacity_type}: {billing}", ("ceiling", *caveats)
+    return Price(listed.per_hour / pool.per_node, origin, caveats)
 
 
 def pool_prices(spec: Any, units_per_gpu: Mapping[str, int]) -> dict[str, Price]:
@@ -46,14 +66,12 @@ def pool_prices(spec: Any, units_per_gpu: Mapping[str, int]) -> dict[str, Price]
     for name, pool in spec.pools.items():
         if pool.gpu is None or not pool.per_node:
             continue
-        shares = units_per_gpu.get(name, 1)
         if pool.price_per_gpu_hour is not None:
-            per_gpu, origin = pool.price_per_gpu_hour, f"declared (pools.{name}.pricePerGpuHour)"
-        elif pool.instance_type in facts.list_prices and pool.capacity_type == "on-demand":
-            per_gpu = facts.list_prices[pool.instance_type] / pool.per_node
-            origin = f"{pool.instance_type} list price {facts.list_prices[pool.instance_type]}/h, {facts.price_source}"
+            price = Price(pool.price_per_gpu_hour, f"declared (pools.{name}.pricePerGpuHour)")
         else:
-            prices[name] = Price(None, f"no price: declare pools.{name}.pricePerGpuHour")
-            continue
-        prices[name] = Price((per_gpu / shares).quantize(Decimal("0.0001")), origin)
+            price = _default(facts, name, pool)
+        if price.per_unit_hour is not None:
+            shares = units_per_gpu.get(name, 1)
+            price = replace(price, per_unit_hour=(price.per_unit_hour / shares).quantize(Decimal("0.0001")))
+        prices[name] = price
     return prices

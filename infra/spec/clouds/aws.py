@@ -34,6 +34,7 @@ from infra.spec.clouds.facts import (
     Machine,
     NodeReserve,
     catalog_check,
+    priced,
     sizes,
     tiered,
 )
@@ -217,11 +218,14 @@ class AwsNetwork(Strict):
 
 
 # On-demand Linux prices per instance-hour in us-east-1 (USD), GPU sizes only: the default price of a pool's
-# GPU-hour in `trainyard report usage`. Other regions and spot differ: a pool declares `pricePerGpuHour` then.
-PRICE_SOURCE = ("AWS EC2 On-Demand pricing (aws.amazon.com/ec2/pricing/on-demand), us-east-1, Linux, figures of "
-                "2026-12-01 not yet checked against that page: confirm them")
-LIST_PRICES = {"p5.48xlarge": Decimal("55.04"), "g6e.12xlarge": Decimal("10.49264"),
-               "g5.12xlarge": Decimal("5.672")}
+# GPU-hour in `trainyard report usage`. Other regions and Spot differ: a pool declares `pricePerGpuHour` then.
+# None of these could be checked: a search of stored copies of AWS's pages (2026-12-01) found none of the three
+# figures on an AWS page; third-party pages quote p5.48xlarge at 98.32 (before a 2025 AWS GPU price cut) and at
+# lower figures. Confirm each on the page, then set `verified` and the date the page states.
+LIST_PRICES = priced(
+    "AWS EC2 On-Demand pricing (aws.amazon.com/ec2/pricing/on-demand), us-east-1, Linux: UNVERIFIED, entered "
+    "2026-12-01 without reaching that page; confirm it there before billing from it",
+    {"p5.48xlarge": "55.04", "g6e.12xlarge": "10.49264", "g5.12xlarge": "5.672"})
 
 
 class AwsSystemPool(SystemPool):
@@ -300,7 +304,6 @@ FACTS = CloudFacts(
     autoscaler_in_cluster=True,
     kubelet_reserve=kubelet_reserve,
     list_prices=LIST_PRICES,
-    price_source=PRICE_SOURCE,
     # The values CloudWatch Logs' PutRetentionPolicy accepts, in days.
     audit_day_values=(1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
                       3288, 3653),

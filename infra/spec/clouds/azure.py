@@ -30,6 +30,7 @@ from infra.spec.clouds.facts import (
     Machine,
     NodeReserve,
     catalog_check,
+    priced,
     sizes,
 )
 from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
@@ -198,10 +199,13 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
     return NodeReserve(Decimal(millicores) / 1000, memory)
 
 # Pay-as-you-go Linux prices per VM-hour in East US (USD), GPU sizes only: the default price of a pool's GPU-hour
-# in `trainyard report usage`. Other regions, Spot and reservations differ: declare `pricePerGpuHour`.
-PRICE_SOURCE = "Azure Linux Virtual Machines pricing (azure.microsoft.com/pricing/details/virtual-machines/linux), " \
-               "East US, pay as you go, figures of 2026-12-01 not yet checked against that page: confirm them"
-LIST_PRICES = {"Standard_ND96isr_H100_v5": Decimal("98.32"), "Standard_NC24ads_A100_v4": Decimal("3.673")}
+# in `trainyard report usage`. Other regions, Spot and reservations differ: declare `pricePerGpuHour`. Neither
+# could be checked: a search of stored copies of Azure's pricing pages (2026-12-01) found neither figure. Confirm
+# each on the page, then set `verified` and the date the page states.
+LIST_PRICES = priced(
+    "Azure Linux Virtual Machines pricing (azure.microsoft.com/pricing/details/virtual-machines/linux), East US, "
+    "pay as you go: UNVERIFIED, entered 2026-12-01 without reaching that page; confirm it there before billing from it",
+    {"Standard_ND96isr_H100_v5": "98.32", "Standard_NC24ads_A100_v4": "3.673"})
 
 FACTS = CloudFacts(
     kind="aks",
@@ -239,7 +243,6 @@ FACTS = CloudFacts(
     snapshot_controller_in_cluster=True,
     kubelet_reserve=kubelet_reserve,
     list_prices=LIST_PRICES,
-    price_source=PRICE_SOURCE,
     audit_days=(30, 730),  # a Log Analytics workspace's interactive retention
     audit_store="a Log Analytics workspace",
 )

@@ -114,6 +114,22 @@ class CloudStorage:
 
 
 @dataclass(frozen=True)
+class ListPrice:
+    """A machine's on-demand price per hour (USD, the whole machine, Linux) in one region. `source`: the provider's
+    page and the date the page states when `verified`; otherwise it says plainly that nobody has checked the figure
+    against that page, and the usage report marks every cost taken from it as unverified."""
+
+    per_hour: Decimal
+    source: str
+    verified: bool = False
+
+
+def priced(source: str, prices: Mapping[str, str], verified: bool = False) -> dict[str, ListPrice]:
+    """Machine name -> ListPrice for figures read from one page (written as strings, so they stay exact)."""
+    return {name: ListPrice(Decimal(price), source, verified) for name, price in prices.items()}
+
+
+@dataclass(frozen=True)
 class CloudFacts:
     """Everything Trainyard knows about one cluster kind, apart from the code that creates its cluster."""
 
@@ -137,10 +153,13 @@ class CloudFacts:
     # A machine -> what its kubelet reserves, by the cloud's published formula; None: the nodes' declared cpu and
     # memory are taken as allocatable (an existing cluster's site knows its kubelet configuration).
     kubelet_reserve: Callable[[Machine], NodeReserve] | None = None
-    # Machine name -> published on-demand price per hour (USD) of a whole machine, and where and when it was read:
-    # the default price of a pool's GPU-hour (infra/spec/usage.py) when the stack declares none.
-    list_prices: Mapping[str, Decimal] = field(default_factory=dict)
-    price_source: str = ""
+    # Machine name -> its on-demand list price with its source: the default price of a pool's GPU-hour
+    # (infra/spec/usage.py) when the stack declares none.
+    list_prices: Mapping[str, ListPrice] = field(default_factory=dict)
+    # How reserved and Spot capacity is billed against that list price, with the page that says so: the list price
+    # is then the most such a pool costs, a ceiling. Empty: no default, the pool declares its price.
+    reserved_billing: str = ""
+    spot_billing: str = ""
     # The audit trail's retention (audit.retentionDays): the days its store accepts, as a range or (when the store
     # takes only some values) the values; and where the entries land, for people (infra/spec/audit.py).
     audit_days: tuple[int, int] = (1, 3653)

@@ -29,6 +29,7 @@ from infra.spec.clouds.facts import (
     NodeReserve,
     Tiers,
     catalog_check,
+    priced,
     sizes,
     tiered,
 )
@@ -223,10 +224,25 @@ def kubelet_reserve(machine: Machine) -> NodeReserve:
     return NodeReserve(tiered(Decimal(machine.vcpu), CPU_TIERS), tiered(memory, MEMORY_TIERS) + EVICTION_MEMORY)
 
 # On-demand prices per machine-hour in us-central1 (USD, GPUs included), GPU machines only: the default price of a
-# pool's GPU-hour in `trainyard report usage`. Other regions, Spot and commitments differ: declare `pricePerGpuHour`.
-PRICE_SOURCE = ("Google Compute Engine GPU pricing (cloud.google.com/compute/gpus-pricing), us-central1, figures of "
-                "2026-12-01 not yet checked against that page: confirm them")
-LIST_PRICES = {"a3-highgpu-8g": Decimal("88.253"), "g2-standard-48": Decimal("3.999")}
+# pool's GPU-hour in `trainyard report usage`. Neither could be checked: the searchable copies of the pricing page
+# (2026-12-01) stop before its accelerator-optimized tables. Confirm each there, then set `verified` and the date
+# the page states.
+LIST_PRICES = priced(
+    "Google Compute Engine VM instance pricing (cloud.google.com/compute/vm-instance-pricing, accelerator-optimized "
+    "machine types), us-central1: UNVERIFIED, entered 2026-12-01 without reaching the figure on that page; confirm "
+    "it there before billing from it",
+    {"a3-highgpu-8g": "88.253", "g2-standard-48": "3.999"})
+# What reserved and Spot capacity costs against the list price, as Google's pages say (read 2026-12-01; the stored
+# copies show no date): the list price is the most such a pool costs.
+RESERVED_BILLING = (
+    "a reservation is billed at the on-demand rate of what it holds, less applicable discounts, for as long as it "
+    "exists, used or not (docs.cloud.google.com/compute/docs/instances/reservations-overview); a committed use "
+    "discount applies only where a commitment covers the reservation "
+    "(docs.cloud.google.com/compute/docs/instances/reservations-with-commitments): with one, declare "
+    "pricePerGpuHour at the committed rate")
+SPOT_BILLING = (
+    "Spot VMs cost up to 91% less than on demand, at a price that can change once a day "
+    "(cloud.google.com/spot-vms/pricing): declare pricePerGpuHour at the Spot price in effect")
 
 FACTS = CloudFacts(
     kind="gke",
@@ -267,7 +283,8 @@ FACTS = CloudFacts(
     control_plane_ports=frozenset({443, 10250}),
     kubelet_reserve=kubelet_reserve,
     list_prices=LIST_PRICES,
-    price_source=PRICE_SOURCE,
+    reserved_billing=RESERVED_BILLING,
+    spot_billing=SPOT_BILLING,
     audit_days=(1, 3650),  # a Cloud Logging bucket's retention
     audit_store="a Cloud Logging bucket",
 )
