@@ -15,6 +15,7 @@ import yaml
 from celpy import celtypes
 
 from infra.apiserver.cel import compiled, is_true, to_cel
+from infra.apiserver.podsecurity import restricted
 from infra.apiserver.rbac import Authorizer, Identity
 from infra.apiserver.state import ClusterState
 from infra.apiserver.vap import Request, evaluate
@@ -24,6 +25,7 @@ from infra.platform import web_binder_server as server
 from infra.platform.rbac import ROLE_OF
 from infra.platform.tenancy import PROFILE_LABELS, PROFILE_OWNER
 from infra.spec.frontdoor.web_access import WEB_CI_ROLE, WEB_ROLES
+from infra.spec.pins import unpinned_image
 from infra.vocabulary import TEAM_LABEL
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of
 from tests.test_frontdoor import _namespace, ingress_allowed
@@ -292,3 +294,16 @@ def test_team_namespaces_are_profiles_owned_by_the_platform(stack: str) -> None:
         assert ns["metadata"]["annotations"]["owner"] == PROFILE_OWNER
     # No Profile controller (upstream binds it to cluster-admin: profiles-cluster-rolebinding), no Profile.
     assert not [o for o in objects if o["kind"] == "Profile" or o["metadata"]["name"] == "profiles-cluster-rolebinding"]
+
+
+@pytest.mark.parametrize("stack", ["local", "onprem-lab"])
+def test_the_binder_and_the_jwks_proxy_pass_restricted_with_pinned_images(stack: str) -> None:
+    for deployment in kube_objects(capture_of(stack), "Deployment"):
+        if deployment["metadata"]["name"] not in (web_binder.NAME, "cluster-jwks-proxy"):
+            continue
+        template = deployment["spec"]["template"]
+        assert restricted(template) == [], deployment["metadata"]["name"]
+        assert all(not unpinned_image(c["image"]) for c in template["spec"]["containers"])
+    broken = json.loads(json.dumps(web_binder.binder_pod("x")))
+    broken["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+    assert restricted(broken)  # the check sees a pod that would be refused

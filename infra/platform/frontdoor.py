@@ -14,9 +14,14 @@ infra/platform/frontdoor_identity.py).
 - Each UI (Grafana today) through a VirtualService under its path, and a NetworkPolicy that lets only the gateway's
   pods reach the UI's port, so a pod inside the cluster cannot call the UI around the gateway with forged headers.
 
-Not built here yet: ServiceAccount tokens for machine access (the vendored `m2m-token-issuer` needs the cluster's
-service-account issuer, which only the kind and EKS variants know: docs/front-door.md), Grafana's own sign-in from
-the token, team profiles.
+- Machines: the cluster's ServiceAccount tokens as a second rule of the gateway's RequestAuthentication (the vendored
+  `m2m-token-issuer`'s, for the issuer of each cluster kind; the cluster-jwks-proxy where the keys are in-cluster),
+  and the header guard: a token without the claim a header comes from cannot carry a client's header, and only the
+  teams' `trainyard-ci` accounts are accepted (frontdoor_identity.py).
+- Team access on the web: the web binder (web_binder.py), to which every UI request is mirrored.
+- The IngressClass `istio` when cert-manager's ACME http01 solver needs one.
+
+Not built here yet: Grafana's own sign-in from the token.
 """
 
 from __future__ import annotations

@@ -356,7 +356,8 @@ class ServiceAccountIssuer(Strict):
 
 class FrontDoorSpec(Strict):
     """The one web entry of the stack (docs/front-door.md): `host` (the DNS name people type, served on 443),
-    `tls` (required), `identityProvider` and `provides` (what the site does outside the cluster). Every web UI of
+    `tls` (required), `identityProvider`, `provides` (what the site does outside the cluster) and
+    `serviceAccountIssuer` (the cluster's token issuer, where Trainyard cannot derive it). Every web UI of
     the platform is served under this host, behind
     sign-in; nothing web-facing is reachable around it. In a stack of several clusters it is the manager's."""
 
