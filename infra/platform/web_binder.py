@@ -13,7 +13,8 @@ the session lifetime, oauth2-proxy's cookie), so a person removed from a group l
 Least rights, held by the API server rather than by the binder's good behaviour:
 - the web roles carry only Pipelines' SubjectAccessReview rules (upstream's aggregate-to-kubeflow-pipelines-*
   minus their Argo Workflow and ScheduledWorkflow rules, real workload objects kubectl would honour: the personas
-  run work through the queues, not around them) and no Kubernetes object a person could use with kubectl;
+  run work through the queues, not around them); the only API objects they name are Pipelines' own pipeline
+  definitions (its `pipelines`/`pipelineversions` CRDs, where installed), the same right as on the web;
 - the binder's account has, in each team namespace only, a Role to manage RoleBindings and `bind` those two
   ClusterRoles by name: no cluster-wide right, no `escalate`, no other namespace;
 - a ValidatingAdmissionPolicy refuses any RoleBinding write by the binder that is not one of ours (labelled,
