@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from infra.apiserver.schema import check_core
-from infra.platform import web_binder
 from infra.platform.admission import fabric_runtimes
+from infra.platform.web import binder as web_binder
 from infra.spec import SpecError, validate
 from infra.spec.policy import allowed, qualified
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, run_raw
@@ -33,7 +33,7 @@ def _variable(spec: dict[str, Any], name: str) -> Any:
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_policy_is_bound_to_team_namespaces_only(stack: str) -> None:
     capture = capture_of(stack)
-    # The web binder's policy judges one account wherever it writes (infra/platform/web_binder.py), not tenants.
+    # The web binder's policy judges one account wherever it writes (infra/platform/web/binder.py), not tenants.
     policies = {name: spec for name, spec in _policies(capture).items() if name != web_binder.NAME}
     bindings = [b for b in kube_objects(capture, "ValidatingAdmissionPolicyBinding")
                 if b["metadata"]["name"] != web_binder.NAME]

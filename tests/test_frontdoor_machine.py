@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.checks.context import Context
-from infra.checks.ingress_class import check_ingress_class
+from infra.checks.prerequisites import check_ingress_class
 from infra.components import GROUPS_HEADER, ISTIO, USERID_HEADER
 from infra.offline.engine import Capture
 from infra.platform import frontdoor_identity as identity

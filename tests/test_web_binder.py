@@ -1,4 +1,4 @@
-"""Web access from directory groups (infra/platform/web_binder.py), on the rendered objects: the web roles are
+"""Web access from directory groups (infra/platform/web/binder.py), on the rendered objects: the web roles are
 upstream's Pipelines rules and nothing else; the binder's rights are a Role per team namespace and an admission
 policy; only the gateway reaches it; what it writes for a person's groups lets that person into their team's
 namespaces and not another's, at the edge of each right; expiry and group changes take the rights away."""
@@ -20,10 +20,10 @@ from infra.apiserver.rbac import Authorizer, Identity
 from infra.apiserver.state import ClusterState
 from infra.apiserver.vap import Request, evaluate
 from infra.components import GATEWAY_POD_LABELS, ISTIO, KUBEFLOW_ARCHIVE
-from infra.platform import web_binder
-from infra.platform import web_binder_server as server
 from infra.platform.rbac import ROLE_OF
 from infra.platform.tenancy import PROFILE_LABELS, PROFILE_OWNER
+from infra.platform.web import binder as web_binder
+from infra.platform.web import server
 from infra.spec.frontdoor.web_access import WEB_CI_ROLE, WEB_ROLES
 from infra.spec.pins import unpinned_image
 from infra.vocabulary import TEAM_LABEL

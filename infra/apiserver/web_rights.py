@@ -1,6 +1,6 @@
 """The access matrix's web section: each directory group's right behind the front door, from the stack's
 `Platform.front_door` grants (infra/spec/frontdoor/web_access.py), the web role the binder binds each person of
-the group to (infra/platform/web_binder.py), and each UI's role for it."""
+the group to (infra/platform/web/binder.py), and each UI's role for it."""
 
 from __future__ import annotations
 

@@ -35,7 +35,6 @@ from infra.checks import (
     hybrid,
     hybrid_data,
     identity,
-    ingress_class,
     managed_prometheus,
     node_room,
     observability,
@@ -160,7 +159,7 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's and aggregated API's server port "
           "is reachable from the control plane", firewall.check_webhook_firewall),
     Entry("ingress-class-served", "objects", "error", "Every Ingress, and every ACME http01 solver's Ingress, names "
-          "an IngressClass the stack declares", ingress_class.check_ingress_class),
+          "an IngressClass the stack declares", prerequisites.check_ingress_class),
 )
 
 STACK_CHECKS: tuple[Entry[StackContext], ...] = (

@@ -18,7 +18,7 @@ infra/platform/frontdoor_identity.py).
   `m2m-token-issuer`'s, for the issuer of each cluster kind; the cluster-jwks-proxy where the keys are in-cluster),
   and the header guard: a token without the claim a header comes from cannot carry a client's header, and only the
   teams' `trainyard-ci` accounts are accepted (frontdoor_identity.py).
-- Team access on the web: the web binder (web_binder.py), to which every UI request is mirrored.
+- Team access on the web: the web binder (web/binder.py), to which every UI request is mirrored.
 - The IngressClass `istio` when cert-manager's ACME http01 solver needs one.
 
 Not built here yet: Grafana's own sign-in from the token.
@@ -36,7 +36,6 @@ from infra.components import CERT_MANAGER, DEX, GATEWAY_POD_LABELS, ISTIO, MONIT
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata
 from infra.platform import frontdoor_identity as identity
-from infra.platform import web_binder
 from infra.platform.frontdoor_patches import (
     GATEWAY_REF,
     Patch,
@@ -49,6 +48,7 @@ from infra.platform.frontdoor_patches import (
     merge,
     replace_config,
 )
+from infra.platform.web import binder as web_binder
 from infra.spec import Platform, SpecError
 from infra.spec.frontdoor.web_access import JWKS_PROXY, FrontDoorFacts, WebUi
 from infra.spec.versions import KUBECTL_IMAGE, KUBEFLOW_MANIFESTS
@@ -118,7 +118,7 @@ def cluster_issuer(platform: Platform, facts: FrontDoorFacts) -> dict[str, Any] 
 
 def ui_route(ui: WebUi, binder: bool) -> dict[str, Any]:
     """The UI's route; with `binder`, each request is also mirrored to the web binder (fire and forget, the
-    identity headers as the gateway wrote them), which keeps the person's web RoleBindings (web_binder.py)."""
+    identity headers as the gateway wrote them), which keeps the person's web RoleBindings (web/binder.py)."""
     namespace, service, port, _, _ = UI_BACKENDS[ui.component]
     route = {"name": ui.name, "match": [{"uri": {"prefix": ui.path}}],
              "route": [{"destination": {"host": f"{service}.{namespace}.svc.cluster.local", "port": {"number": port}}}]}

@@ -70,7 +70,7 @@ class Tenancy(pulumi.ComponentResource):
 # NetworkPolicies of `kubeflow` admit (ml-pipeline, seaweedfs, metadata-grpc), the label the Pipelines profile
 # controller selects namespaces by (its per-namespace artifact config), and the `owner` annotation. The owner is
 # the platform, not a person: no one is the namespace's KFAM owner (admin); people get their team's rights from
-# their groups (infra/platform/web_binder.py), and a Profile could adopt the namespace only if it named this owner.
+# their groups (infra/platform/web/binder.py), and a Profile could adopt the namespace only if it named this owner.
 PROFILE_LABELS = {"app.kubernetes.io/part-of": "kubeflow-profile", "pipelines.kubeflow.org/enabled": "true"}
 PROFILE_OWNER = "trainyard-platform"
 

@@ -30,7 +30,7 @@ WEB_PERSONAS: Mapping[str, tuple[str, Right]] = MappingProxyType({
     "analysts": ("analyst", "read"),
 })
 PLATFORM_ADMIN = "platform-admin"
-# The ClusterRoles a web right is bound to in team namespaces (infra/platform/web_binder.py builds them): the
+# The ClusterRoles a web right is bound to in team namespaces (infra/platform/web/binder.py builds them): the
 # Pipelines API's SubjectAccessReview rules only. A platform admin gets `edit` in every team's namespaces.
 WEB_ROLES: Mapping[Right, str] = MappingProxyType({"read": "trainyard-web-read", "edit": "trainyard-web-edit",
                                                    "admin": "trainyard-web-edit"})

@@ -1,5 +1,5 @@
 """The web binder's server: the program that runs in its pod (Python's standard library only, the interpreter of
-the pinned image), shipped in a ConfigMap by infra/platform/web_binder.py. Importable so that tests run the same
+the pinned image), shipped in a ConfigMap by infra/platform/web/binder.py. Importable so that tests run the same
 decisions the pod makes.
 
 The gateway mirrors every request to a UI (and routes /web-access/) here, after it verified the person's token and
@@ -131,7 +131,7 @@ def sweep(config: Config, existing: list[Binding], now: int) -> list[Binding]:
 
 
 class Api:
-    """The API server, as the pod's ServiceAccount (rights: infra/platform/web_binder.py)."""
+    """The API server, as the pod's ServiceAccount (rights: infra/platform/web/binder.py)."""
 
     def __init__(self) -> None:
         host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]

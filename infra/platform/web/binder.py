@@ -6,7 +6,7 @@ the user from `kubeflow-userid`, no groups (kubeflow-platform reference §2.3), 
 per-user RoleBinding (§2.4). A RoleBinding to a directory group therefore never matches on the web. So the
 gateway, after it verified the person's token and wrote `kubeflow-userid`/`kubeflow-groups` from it, mirrors every
 UI request to the binder (a VirtualService `mirror`, fire and forget) and routes /web-access/ to it; the binder
-(infra/platform/web_binder_server.py) writes one expiring RoleBinding per team namespace the groups reach and
+(infra/platform/web/server.py) writes one expiring RoleBinding per team namespace the groups reach and
 deletes those the groups no longer justify. Revocation: a binding lives until the token that asked expires (at most
 the session lifetime, oauth2-proxy's cookie), so a person removed from a group loses web access within one session.
 
@@ -37,7 +37,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import GATEWAY_POD_LABELS, GROUPS_HEADER, ISTIO, USERID_HEADER
 from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
-from infra.platform import web_binder_server as server
+from infra.platform.web import server
 from infra.spec.frontdoor.web_access import KFAM_ROLES, WEB_CI_ROLE, WEB_ROLES, FrontDoorFacts
 from infra.spec.versions import WEB_BINDER_IMAGE
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL
