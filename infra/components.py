@@ -145,7 +145,7 @@ ISTIO = Component(
                            _kubeflow("common/istio/kubeflow-istio-resources/base")), "istio-system",
     crds=(Crds("networking.istio.io"), Crds("security.istio.io"), Crds("telemetry.istio.io"),
           Crds("extensions.istio.io")), webhook_ports=(15017,), metrics_ports=(15014, 15020),
-    needs=("load-balancer", "dns"))
+    needs=("load-balancer", "dns", "service-account-issuer"))
 # oauth2-proxy 7.14.3: the OIDC client the gateway asks about every browser request (port 4180, metrics 44180).
 OAUTH2_PROXY = Component(
     "oauth2-proxy", "frontdoor", (_kubeflow("common/oauth2-proxy/overlays/m2m-dex-only"),), "oauth2-proxy",

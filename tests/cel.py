@@ -36,6 +36,10 @@ def denials(policy: dict[str, Any], obj: dict[str, Any] | None, resource: str, n
                "userInfo": user or TENANT}
     activation: dict[str, Any] = {"object": celpy.json_to_cel(obj), "request": celpy.json_to_cel(request),
                                   "oldObject": celpy.json_to_cel(old)}
+    # A false matchCondition skips the policy, as the API server does (the web binder's judges one account).
+    for condition in policy.get("matchConditions", []):
+        if _compile(condition["expression"]).evaluate(activation) != celtypes.BoolType(True):
+            return []
     variables = celtypes.MapType({})
     for variable in policy.get("variables", []):
         value = _compile(variable["expression"]).evaluate({**activation, "variables": variables})

@@ -37,7 +37,7 @@ KNOWN_IDS = {
     "backup-credentials-declared", "backups-off-cluster", "alert-rules-valid", "dashboards-valid",
     "chart-alert-rules-parse", "chart-dashboards-parse", "alert-runbooks-absolute", "alert-routing",
     "managed-prometheus-identity", "team-data-identity", "team-store-egress", "webhook-firewall",
-    "filestore-network",
+    "filestore-network", "ingress-class-served",
     "burst-data-declared", "burst-data-location", "multikueue-worker-kubeconfig", "multikueue-worker-rbac",
     "multikueue-worker-mirror", "burst-data-egress", "burst-data-registries",
     "live-gpu-capacity", "live-operators-available", "live-cluster-queues-active", "live-persona-access",

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from infra.kit.manifests import ManifestLoader
+from infra.platform.tenancy import PROFILE_OWNER
 from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.pools import GPU_RESOURCE
@@ -168,7 +169,8 @@ def test_baseline_is_an_exception_with_a_reason_on_the_namespace() -> None:
         assert meta["labels"][f"{PSA}/warn"] == "restricted"
         assert reason in meta["annotations"].values()
     vision = _one(kube_objects(capture, "Namespace"), "vision")["metadata"]
-    assert vision["labels"][f"{PSA}/enforce"] == "restricted" and "annotations" not in vision
+    # No exception annotation: only the profile owner (infra/platform/tenancy.py profile_marks).
+    assert vision["labels"][f"{PSA}/enforce"] == "restricted" and vision["annotations"] == {"owner": PROFILE_OWNER}
 
 
 @pytest.mark.parametrize("security", ["baseline", {"level": "baseline"}, {"level": "privileged", "reason": "x"}])

@@ -1,10 +1,11 @@
 """The access matrix's web section: each directory group's right behind the front door, from the stack's
-`Platform.front_door` grants (infra/spec/frontdoor/web_access.py), and each UI's role for it."""
+`Platform.front_door` grants (infra/spec/frontdoor/web_access.py), the web role the binder binds each person of
+the group to (infra/platform/web/binder.py), and each UI's role for it."""
 
 from __future__ import annotations
 
 from infra.kit.tables import markdown_table
-from infra.spec.frontdoor.web_access import FrontDoorFacts
+from infra.spec.frontdoor.web_access import WEB_CI_ROLE, WEB_ROLES, FrontDoorFacts
 
 
 def web_rights_section(door: FrontDoorFacts | None) -> list[str]:
@@ -13,13 +14,15 @@ def web_rights_section(door: FrontDoorFacts | None) -> list[str]:
     if door is None:
         return [*lines, "The stack declares no front door: nobody has web access.", ""]
     lines += [f"Behind `{door.url}`, signed in through `{door.issuer}`. Derived from the same groups as the kubectl "
-              "personas (`infra/spec/frontdoor/web_access.py`); a team's `ci` groups get nothing on the web (CI "
-              "uses its namespace's `trainyard-ci` ServiceAccount token). Grafana does not read the identity "
-              "yet: its roles below are the intended ones, and today every signed-in person reaches all of it "
-              "(docs/front-door.md).", ""]
-    rows = [["group", "persona", "team", "right", "namespaces", *(ui.name for ui in door.uis)]]
+              "personas (`infra/spec/frontdoor/web_access.py`). Pipelines authorizes each person by user, not by "
+              "group, so the web binder gives each signed-in member of a group a RoleBinding of the web role below "
+              "in each namespace of the row, expiring with their session (docs/front-door.md). A team's `ci` "
+              f"groups get nothing on the web: each team namespace's `trainyard-ci` ServiceAccount holds "
+              f"`{WEB_CI_ROLE}` there, used with a token the cluster issues. Grafana does not read the identity "
+              "yet: its roles below are the intended ones, and today every signed-in person reaches all of it.", ""]
+    rows = [["group", "persona", "team", "right", "namespaces", "web role", *(ui.name for ui in door.uis)]]
     for grant in door.grants:
         where = ", ".join(f"`{ns}`" for ns in grant.namespaces) or "every team's and the platform's"
         rows.append([f"`{grant.group}`", grant.persona, grant.team or "-", grant.right, where,
-                     *(ui.roles[grant.right] for ui in door.uis)])
+                     f"`{WEB_ROLES[grant.right]}`", *(ui.roles[grant.right] for ui in door.uis)])
     return [*lines, *markdown_table(rows)]

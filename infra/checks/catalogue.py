@@ -159,6 +159,8 @@ CHECKS: tuple[Entry[Context], ...] = (
           "own VPC network", gke_network.check_filestore_network),
     Entry("webhook-firewall", "objects", "error", "GKE: every admission webhook's and aggregated API's server port "
           "is reachable from the control plane", firewall.check_webhook_firewall),
+    Entry("ingress-class-served", "objects", "error", "Every Ingress, and every ACME http01 solver's Ingress, names "
+          "an IngressClass the stack declares", prerequisites.check_ingress_class),
 )
 
 STACK_CHECKS: tuple[Entry[StackContext], ...] = (

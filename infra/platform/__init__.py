@@ -64,7 +64,8 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
     # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
-    front_door(platform, provider, front_door_secret, after=[monitoring] if monitoring else [])
+    front_door(platform, provider, front_door_secret, after=[monitoring] if monitoring else [],
+               team_namespaces=tenancy.namespaces)
     return Built(provider, kueue, tenancy.namespaces)
 
 

@@ -14,13 +14,19 @@ infra/platform/frontdoor_identity.py).
 - Each UI (Grafana today) through a VirtualService under its path, and a NetworkPolicy that lets only the gateway's
   pods reach the UI's port, so a pod inside the cluster cannot call the UI around the gateway with forged headers.
 
-Not built here yet: ServiceAccount tokens for machine access (the vendored `m2m-token-issuer` needs the cluster's
-service-account issuer, which only the kind and EKS variants know: docs/front-door.md), Grafana's own sign-in from
-the token, team profiles.
+- Machines: the cluster's ServiceAccount tokens as a second rule of the gateway's RequestAuthentication (the vendored
+  `m2m-token-issuer`'s, for the issuer of each cluster kind; the cluster-jwks-proxy where the keys are in-cluster),
+  and the header guard: a token without the claim a header comes from cannot carry a client's header, and only the
+  teams' `trainyard-ci` accounts are accepted (frontdoor_identity.py).
+- Team access on the web: the web binder (web/binder.py), to which every UI request is mirrored.
+- The IngressClass `istio` when cert-manager's ACME http01 solver needs one.
+
+Not built here yet: Grafana's own sign-in from the token.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -42,9 +48,10 @@ from infra.platform.frontdoor_patches import (
     merge,
     replace_config,
 )
+from infra.platform.web import binder as web_binder
 from infra.spec import Platform, SpecError
-from infra.spec.frontdoor.web_access import FrontDoorFacts, WebUi
-from infra.spec.versions import KUBEFLOW_MANIFESTS
+from infra.spec.frontdoor.web_access import JWKS_PROXY, FrontDoorFacts, WebUi
+from infra.spec.versions import KUBECTL_IMAGE, KUBEFLOW_MANIFESTS
 from infra.vocabulary import NAME_LABEL
 
 CERT_MANAGER_API = "cert-manager.io/v1"
@@ -66,6 +73,12 @@ GATEWAY_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespac
 PROMETHEUS_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: MONITORING.namespace}},
                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
 GATEWAY_PORTS = (8080, 8443)  # the gateway pods' ports behind the Service's 80 and 443
+BINDER_DESTINATION = {"host": web_binder.SERVICE_HOST, "port": {"number": web_binder.SERVICE_PORT}}
+# Istio serves Ingresses of this class (its mesh default ingressClass `istio`, ingressControllerMode STRICT):
+# cert-manager's http01 solver Ingress names it (cluster_issuer), so the class must exist.
+INGRESS_CLASS = "istio"
+INGRESS_CONTROLLER = "istio.io/ingress-controller"
+JWKS_PROXY_LABELS = {"app.kubernetes.io/name": JWKS_PROXY}
 
 
 def tls_secret(facts: FrontDoorFacts) -> str:
@@ -97,16 +110,25 @@ def cluster_issuer(platform: Platform, facts: FrontDoorFacts) -> dict[str, Any] 
     if tls.acme is None:
         return None
     acme = tls.acme
-    solver: dict[str, Any] = {"http01": {"ingress": {"ingressClassName": "istio"}}} if acme.solver == "http01" \
+    solver: dict[str, Any] = {"http01": {"ingress": {"ingressClassName": INGRESS_CLASS}}} if acme.solver == "http01" \
         else {"dns01": dns01_provider(platform, acme.dns_zone or ""), "selector": {"dnsNames": [facts.spec.host]}}
     return {"acme": {"email": acme.email, "server": acme.server, "solvers": [solver],
                      "privateKeySecretRef": {"name": f"{ISSUER}-account"}}}
 
 
-def ui_route(ui: WebUi) -> dict[str, Any]:
+def ui_route(ui: WebUi, binder: bool) -> dict[str, Any]:
+    """The UI's route; with `binder`, each request is also mirrored to the web binder (fire and forget, the
+    identity headers as the gateway wrote them), which keeps the person's web RoleBindings (web/binder.py)."""
     namespace, service, port, _, _ = UI_BACKENDS[ui.component]
-    return {"name": ui.name, "match": [{"uri": {"prefix": ui.path}}],
-            "route": [{"destination": {"host": f"{service}.{namespace}.svc.cluster.local", "port": {"number": port}}}]}
+    route = {"name": ui.name, "match": [{"uri": {"prefix": ui.path}}],
+             "route": [{"destination": {"host": f"{service}.{namespace}.svc.cluster.local", "port": {"number": port}}}]}
+    return {**route, "mirror": BINDER_DESTINATION} if binder else route
+
+
+def web_access_route() -> dict[str, Any]:
+    """/web-access/: the person's web rights, bound now and shown (the mirror binds on every UI request)."""
+    return {"name": "web-access", "match": [{"uri": {"prefix": web_binder.WEB_ACCESS_PATH}}],
+            "route": [{"destination": BINDER_DESTINATION}]}
 
 
 def ui_ingress(ui: WebUi) -> tuple[str, dict[str, Any]]:
@@ -142,7 +164,7 @@ def oauth2_proxy_patches(facts: FrontDoorFacts) -> list[Patch]:
             merge("apps/v1", "Deployment", upstream, ns, spec=deployment),
             bind_to_gateway(upstream, ns),
             json6902("RequestAuthentication", "dex-jwt", [
-                {"op": "replace", "path": "/spec/jwtRules", "value": [identity.request_authentication(facts)]}])]
+                {"op": "replace", "path": "/spec/jwtRules", "value": identity.jwt_rules(facts)}])]
 
 
 def dex_patches(facts: FrontDoorFacts) -> list[Patch]:
@@ -163,9 +185,11 @@ def dex_patches(facts: FrontDoorFacts) -> list[Patch]:
 
 class FrontDoor(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
-                 after: list[pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+                 after: list[pulumi.Resource], team_namespaces: Mapping[str, pulumi.Resource] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         """`secret`: the value of the front door's secret key (facts.secret_keys), None when unset; `after`: the
-        components whose UIs it serves (their Services and pods must exist)."""
+        components whose UIs it serves (their Services and pods must exist); `team_namespaces`: the team
+        namespaces the web binder writes into."""
         super().__init__("trainyard:platform:FrontDoor", name, None, opts)
         facts = platform.front_door
         assert facts is not None
@@ -192,7 +216,13 @@ class FrontDoor(pulumi.ComponentResource):
             signed_in.append(directory("dex", "common/dex/overlays/oauth2-proxy", [istio], dex_patches(facts)))
         self._certificate(cluster_issuer(platform, facts), facts, provider, certs, istio_ns)
         self._secrets(facts, provider, secret, signed_in)
-        self._uis(facts, provider, [gateway, *after], istio_ns)
+        binder = bool(facts.team_namespaces)
+        if binder:
+            teams = {ns: team.name for team in platform.teams for ns in team.namespaces}
+            web_binder.WebBinder(named("web-binder"), facts, teams, identity.SESSION_HOURS * 3600, provider,
+                                 [istio_ns, *(team_namespaces or {}).values()], pulumi.ResourceOptions(parent=self))
+        self._uis(facts, provider, [gateway, *after], istio_ns, binder)
+        self._machines(facts, provider, istio, http01)
         self.register_outputs({"url": facts.url, "issuer": facts.issuer, "dex": facts.dex,
                                "uis": {ui.name: f"{facts.url}{ui.path}" for ui in facts.uis}})
 
@@ -224,26 +254,69 @@ class FrontDoor(pulumi.ComponentResource):
             kube_object(f"{namespace}-{name}", "v1", "Secret", metadata(name, namespace),
                         child_opts(self, provider, [owner]), type="Opaque", stringData=pulumi.Output.secret(data))
 
+    def _machines(self, facts: FrontDoorFacts, provider: k8s.Provider, istio: pulumi.Resource,
+                  http01: bool) -> None:
+        """The header guard; the cluster-jwks-proxy when the cluster's token keys are read through it; the
+        IngressClass cert-manager's http01 solver Ingress names."""
+        opts = child_opts(self, provider, [istio])
+        kube_object("front-door-header-guard", ISTIO_SECURITY_API, "AuthorizationPolicy",
+                    metadata(identity.HEADER_GUARD, ISTIO.namespace), opts, spec=identity.header_guard(facts))
+        if facts.machine_issuer is not None and facts.machine_issuer.proxied:
+            jwks_proxy(self, provider, opts)
+        if http01:
+            kube_object("front-door-ingress-class", NETWORKING_API, "IngressClass", metadata(INGRESS_CLASS), opts,
+                        spec={"controller": INGRESS_CONTROLLER})
+
     def _uis(self, facts: FrontDoorFacts, provider: k8s.Provider, after: list[pulumi.Resource],
-             istio_ns: pulumi.Resource) -> None:
+             istio_ns: pulumi.Resource, binder: bool) -> None:
         opts = child_opts(self, provider, after)
         kube_object("front-door-gateway-ingress", NETWORKING_API, "NetworkPolicy",
                     metadata("allow-web-to-gateway", ISTIO.namespace), child_opts(self, provider, [istio_ns]),
                     spec=gateway_ingress())
+        if binder:
+            kube_object("front-door-web-access", ISTIO_NETWORKING_API, "VirtualService",
+                        metadata("web-access", ISTIO.namespace), opts,
+                        spec={"gateways": [GATEWAY_REF], "hosts": [facts.spec.host], "http": [web_access_route()]})
         if not facts.uis:
             return
         kube_object("front-door-uis", ISTIO_NETWORKING_API, "VirtualService", metadata("uis", ISTIO.namespace), opts,
                     spec={"gateways": [GATEWAY_REF], "hosts": [facts.spec.host],
-                          "http": [ui_route(ui) for ui in facts.uis]})
+                          "http": [ui_route(ui, binder) for ui in facts.uis]})
         for ui in facts.uis:
             namespace, spec = ui_ingress(ui)
             kube_object(f"front-door-{ui.name}-ingress", NETWORKING_API, "NetworkPolicy",
                         metadata(f"allow-gateway-to-{ui.name}", namespace), opts, spec=spec)
 
 
+def jwks_proxy(parent: pulumi.Resource, provider: k8s.Provider, opts: pulumi.ResourceOptions) -> None:
+    """The vendored component common/oauth2-proxy/components/cluster-jwks-proxy, as objects of ours: its image is
+    unpinned upstream (`docker.io/bitnami/kubectl`, rewritten to `bitnamisecure/kubectl:latest`), ours is the
+    platform's pinned kubectl. `kubectl proxy` serves only the issuer's discovery document and keys, GET only,
+    as its ServiceAccount (Kubernetes binds service-account-issuer-discovery to every ServiceAccount)."""
+    ns, name = ISTIO.namespace, JWKS_PROXY
+    probe = {"httpGet": {"path": "/openid/v1/jwks", "port": "http"}, "periodSeconds": 15, "timeoutSeconds": 5}
+    container = {
+        "name": "kubectl-proxy", "image": KUBECTL_IMAGE, "command": ["kubectl"],
+        "args": ["proxy", "--address=0.0.0.0", "--port=8080", "--accept-hosts=.*",
+                 "--accept-paths=^(?:/openid/v1/jwks)|(?:/.well-known/openid-configuration)$",
+                 "--reject-methods=^(POST|PUT|PATCH|DELETE|HEAD|OPTIONS|CONNECT|TRACE)$"],
+        "ports": [{"name": "http", "containerPort": 8080}], "readinessProbe": probe, "livenessProbe": probe,
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+        "securityContext": web_binder.RESTRICTED_CONTAINER}
+    pod = {"metadata": {"labels": JWKS_PROXY_LABELS},
+           "spec": {"serviceAccountName": name, "securityContext": web_binder.RESTRICTED_POD,
+                    "containers": [container]}}
+    kube_object("front-door-jwks-proxy-account", "v1", "ServiceAccount", metadata(name, ns, JWKS_PROXY_LABELS), opts)
+    kube_object("front-door-jwks-proxy", "apps/v1", "Deployment", metadata(name, ns, JWKS_PROXY_LABELS), opts,
+                spec={"replicas": 1, "selector": {"matchLabels": JWKS_PROXY_LABELS}, "template": pod})
+    kube_object("front-door-jwks-proxy-service", "v1", "Service", metadata(name, ns, JWKS_PROXY_LABELS), opts,
+                spec={"selector": JWKS_PROXY_LABELS, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]})
+
+
 def front_door(platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
-               after: list[pulumi.Resource]) -> FrontDoor | None:
+               after: list[pulumi.Resource],
+               team_namespaces: Mapping[str, pulumi.Resource] | None = None) -> FrontDoor | None:
     """The stack's front door, when it declares one (on the manager only: a worker's facts carry none)."""
     if platform.front_door is None:
         return None
-    return FrontDoor(named("front-door"), platform, provider, secret, after)
+    return FrontDoor(named("front-door"), platform, provider, secret, after, team_namespaces)

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from infra.components import DEX, GROUPS_HEADER, OAUTH2_PROXY, USERID_HEADER
+from infra.components import DEX, GATEWAY_POD_LABELS, GROUPS_HEADER, OAUTH2_PROXY, USERID_HEADER
 from infra.spec import SpecError
 from infra.spec.frontdoor.web_access import DEX_PATH, OAUTH2_CALLBACK, FrontDoorFacts
 from infra.spec.input.keys import STATIC_USER_HASHES_KEY
@@ -35,6 +35,12 @@ PLACEHOLDERS = frozenset({"pUBnBOY80SnXgjibTYM9ZWNzY2xreNGQok", "7d16fee92f8d11b
 CLIENT_ID = "trainyard-front-door"  # oauth2-proxy's client at Dex (oidc, google: the provider's clientId)
 DEX_SERVICE = f"http://dex.{DEX.namespace}.svc.cluster.local:5556{DEX_PATH}"  # Dex in the cluster, as upstream calls it
 OAUTH2_SECRET = OAUTH2_PROXY.secrets[0]
+SESSION_HOURS = 24  # oauth2-proxy's cookie_expire (upstream's): a session's lifetime, and a web binding's longest
+# The audience a machine token must be minted for (`kubectl create token trainyard-ci --audience ...`): Pipelines'
+# TokenReview audience (KFP common/const.go DefaultTokenReviewAudience), so a token a pod holds for another service
+# (a cloud's workload identity, a vault) is not accepted at the gateway.
+MACHINE_AUDIENCE = "pipelines.kubeflow.org"
+HEADER_GUARD = "deny-unclaimed-identity-headers"  # the gateway's AuthorizationPolicy (header_guard)
 DEX_CLIENT_SECRET, DEX_PASSWORDS = DEX.secrets
 
 
@@ -135,7 +141,7 @@ def oauth2_proxy_config(facts: FrontDoorFacts) -> str:
         "api_routes": '[ "/api/", "/apis/", "^/ml_metadata" ]',
         "set_authorization_header": "true", "set_xauthrequest": "true",
         "oidc_groups_claim": f'"{facts.groups_claim}"', "oidc_email_claim": f'"{facts.username_claim}"',
-        "cookie_name": '"oauth2_proxy_kubeflow"', "cookie_expire": '"24h"', "cookie_refresh": "0",
+        "cookie_name": '"oauth2_proxy_kubeflow"', "cookie_expire": f'"{SESSION_HOURS}h"', "cookie_refresh": "0",
         "code_challenge_method": '"S256"', "redirect_url": f'"{facts.url}{OAUTH2_CALLBACK}"',
         "relative_redirect_url": "false",
     }
@@ -180,12 +186,51 @@ def claim_headers(facts: FrontDoorFacts) -> list[dict[str, str]]:
             {"header": GROUPS_HEADER, "claim": facts.groups_claim}]
 
 
+def _bearer_rule(issuer: str, jwks_uri: str | None, headers: list[dict[str, str]]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"issuer": issuer, "forwardOriginalToken": True,
+                            "fromHeaders": [{"name": "Authorization", "prefix": "Bearer "}],
+                            "outputClaimToHeaders": headers}
+    if jwks_uri:
+        rule["jwksUri"] = jwks_uri
+    return rule
+
+
+def machine_rule(facts: FrontDoorFacts) -> dict[str, Any] | None:
+    """The rule for the cluster's ServiceAccount tokens (the vendored `m2m-token-issuer`'s, for this cluster's
+    issuer): `sub` (system:serviceaccount:<ns>:<sa>) becomes kubeflow-userid; the groups header is mapped as
+    upstream does, and since these tokens carry no groups the header guard refuses any sent with one."""
+    issuer = facts.machine_issuer
+    if issuer is None:
+        return None
+    rule = _bearer_rule(issuer.issuer, issuer.jwks_uri, [{"header": USERID_HEADER, "claim": "sub"},
+                                                         {"header": GROUPS_HEADER, "claim": "groups"}])
+    return {**rule, "audiences": [MACHINE_AUDIENCE]}
+
+
+def jwt_rules(facts: FrontDoorFacts) -> list[dict[str, Any]]:
+    """Every token issuer the gateway trusts: the identity provider's, and the cluster's for machines."""
+    machine = machine_rule(facts)
+    return [request_authentication(facts), *([machine] if machine else [])]
+
+
+def header_guard(facts: FrontDoorFacts) -> dict[str, Any]:
+    """A DENY policy for the gateway. Envoy writes an identity header only from a claim the token carries, so a
+    verified token without that claim (a ServiceAccount token has no `groups`; an OIDC provider may omit it for a
+    user in no group) would let a client-sent header through: such a request is refused. Machine tokens are
+    accepted only for the teams' CI accounts: any other ServiceAccount of the cluster is refused here."""
+    rules = [{"from": [{"source": {"requestPrincipals": [f"{rule['issuer']}/*"]}}],
+              "when": [{"key": f"request.headers[{mapping['header']}]", "values": ["*"]},
+                       {"key": f"request.auth.claims[{mapping['claim']}]", "notValues": ["*"]}]}
+             for rule in jwt_rules(facts) for mapping in rule["outputClaimToHeaders"]]
+    issuer = facts.machine_issuer
+    if issuer is not None:
+        accounts = [f"{issuer.issuer}/system:serviceaccount:{ns}:{sa}" for ns, sa in facts.machine_accounts]
+        rules.append({"from": [{"source": {"requestPrincipals": [f"{issuer.issuer}/*"],
+                                           "notRequestPrincipals": accounts}}]})
+    return {"selector": {"matchLabels": dict(GATEWAY_POD_LABELS)}, "action": "DENY", "rules": rules}
+
+
 def request_authentication(facts: FrontDoorFacts) -> dict[str, Any]:
     """The vendored RequestAuthentication `dex-jwt`'s rule, for the stack's issuer: with Dex its keys are read from
     Dex's Service (istiod need not reach the host), with an OIDC provider by its discovery document."""
-    rule: dict[str, Any] = {"issuer": facts.issuer, "forwardOriginalToken": True,
-                            "fromHeaders": [{"name": "Authorization", "prefix": "Bearer "}],
-                            "outputClaimToHeaders": claim_headers(facts)}
-    if facts.dex:
-        rule["jwksUri"] = f"{DEX_SERVICE}/keys"
-    return rule
+    return _bearer_rule(facts.issuer, f"{DEX_SERVICE}/keys" if facts.dex else None, claim_headers(facts))

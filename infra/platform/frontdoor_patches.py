@@ -7,7 +7,8 @@ Used as vendored: common/cert-manager/base, common/istio/istio-crds/base. Patche
 Not applied: common/kubeflow-namespace/base (it relabels kubeflow-system, where the Trainer and JobSet already run,
 for sidecar injection and isolates it: kubeflow-platform reference, finding 5), cert-manager's `kubeflow` overlay
 (its self-signing ClusterIssuer; ours comes from frontDoor.tls), the istio-install `gke` variant (it differs only in
-the CNI's binary folder, and the CNI is removed below), the m2m-dex-and-kind/-eks variants (see frontdoor.py).
+the CNI's binary folder, and the CNI is removed below), the m2m-dex-and-kind/-eks variants (their issuer rule and
+jwks proxy are built per cluster kind in frontdoor.py).
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ class Tenancy(pulumi.ComponentResource):
         exception = {PSA_REASON: security.reason} if security.level == "baseline" and security.reason else None
         labels = {TEAM_LABEL: team.name}
         psa = psa_labels(security.level, self._platform.spec.versions.kubernetes)
-        ns_meta = metadata(ns, labels={**labels, **psa}, annotations=exception)
+        profile, owner = profile_marks(self._platform)
+        ns_meta = metadata(ns, labels={**labels, **psa, **profile}, annotations={**(exception or {}), **owner} or None)
         created = kube_object(f"ns-{ns}", "v1", "Namespace", ns_meta, child_opts(self, provider, protect=False))
         self.namespaces[ns] = created
         opts = child_opts(self, provider, depends_on=[created])
@@ -62,6 +63,24 @@ class Tenancy(pulumi.ComponentResource):
         default = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta("default"),
                    "automountServiceAccountToken": False}
         pulumi.CustomResource("kubernetes:core/v1:ServiceAccountPatch", named(f"{ns}-default-sa"), default, opts)
+
+
+# What the Kubeflow parts read from a profile namespace (kubeflow-platform reference §2.4, §7.5), set by the
+# platform instead of a Profile controller (which would run as cluster-admin): the profile label the vendored
+# NetworkPolicies of `kubeflow` admit (ml-pipeline, seaweedfs, metadata-grpc), the label the Pipelines profile
+# controller selects namespaces by (its per-namespace artifact config), and the `owner` annotation. The owner is
+# the platform, not a person: no one is the namespace's KFAM owner (admin); people get their team's rights from
+# their groups (infra/platform/web/binder.py), and a Profile could adopt the namespace only if it named this owner.
+PROFILE_LABELS = {"app.kubernetes.io/part-of": "kubeflow-profile", "pipelines.kubeflow.org/enabled": "true"}
+PROFILE_OWNER = "trainyard-platform"
+
+
+def profile_marks(platform: Platform) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) that make a team namespace a Kubeflow profile namespace, on stacks with a front
+    door (the web UIs that read them are served only behind it)."""
+    if platform.front_door is None:
+        return {}, {}
+    return dict(PROFILE_LABELS), {"owner": PROFILE_OWNER}
 
 
 def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:

@@ -17,7 +17,7 @@ from infra.spec import runtimes
 from infra.spec.backup import BackupFacts, backup_of
 from infra.spec.base import parse_quantity
 from infra.spec.cluster import GpuStack
-from infra.spec.frontdoor.web_access import FrontDoorFacts, derive_front_door
+from infra.spec.frontdoor.web_access import FrontDoorFacts, MachineIssuer, derive_front_door, machine_issuer
 from infra.spec.input.errors import SpecError, rooted
 from infra.spec.input.keys import PLATFORM_KEY
 from infra.spec.observability import ObservabilityFacts, derive_observability
@@ -180,12 +180,21 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         prerequisites=derive_prerequisites(spec, storage),
         front_door=derive_front_door(spec.front_door, spec.identity.platform_admins, spec.teams,
                                      {team.name: team.namespaces for team in teams},
-                                     spec.observability.enabled and spec.observability.grafana),
+                                     spec.observability.enabled and spec.observability.grafana,
+                                     _machine_issuer(spec, stack)),
     )
     problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
     if problem is not None:
         raise rooted(PLATFORM_KEY, problem)
     return platform
+
+
+def _machine_issuer(spec: PlatformSpec, stack: str) -> MachineIssuer | None:
+    if spec.front_door is None:
+        return None
+    gke = spec.cluster.gke
+    where = (gke.project, gke.region, spec.cluster.identifier(stack)) if gke is not None else None
+    return machine_issuer(spec.front_door, spec.cluster.kind, spec.laptop, where)
 
 
 def _observability(spec: PlatformSpec, flavors: tuple[Flavor, ...], classes: tuple[str, ...]) -> ObservabilityFacts:

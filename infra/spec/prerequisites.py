@@ -19,6 +19,7 @@ A need names a capability in a small vocabulary:
 | `load-balancer` | Services of type LoadBalancer get an external address (the front door's gateway; MetalLB on-prem) |
 | `dns` | the front door's host name resolves to the gateway's address (a record the site keeps) |
 | `acme-http01` | the ACME server reaches the gateway on port 80 from the internet (the http01 certificate challenge) |
+| `service-account-issuer` | the gateway knows the issuer of the cluster's ServiceAccount tokens (CI's machine access) |
 
 A cloud cluster provides by the mechanisms the cluster layer configures (`provides` in infra/spec/clouds); an
 existing cluster (on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform
@@ -37,10 +38,11 @@ from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "audit-log", "volume-snapshots", "autoscaler", "spot-interruption",
-                    "group-claims", "workload-identity", "load-balancer", "dns", "acme-http01")
+                    "group-claims", "workload-identity", "load-balancer", "dns", "acme-http01",
+                    "service-account-issuer")
 CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
 _CAPABILITY = re.compile(r"^(network-policy|audit-log|volume-snapshots|autoscaler|spot-interruption|group-claims|"
-                         r"workload-identity|load-balancer|dns|acme-http01|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|"
+                         r"workload-identity|load-balancer|dns|acme-http01|service-account-issuer|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|"
                          r"device:[a-z0-9./_-]+)$")
 VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
 
@@ -54,6 +56,9 @@ By = Literal["cluster", "site", "platform"]
 
 # Front-door needs the site meets outside the cluster, declared under frontDoor.provides (any cluster kind).
 FRONT_DOOR_SITE_NEEDS = ("dns", "acme-http01")
+# The front door's machine access: the gateway verifies the cluster's ServiceAccount tokens (docs/front-door.md).
+# Listing it under `cluster.existing.provides` provides nothing: the gateway needs the issuer itself.
+SA_ISSUER = "service-account-issuer"
 # Host names under .localhost resolve to the machine itself (RFC 6761): a laptop's front door needs no record.
 LOCALHOST_SUFFIX = ".localhost"
 
@@ -86,6 +91,10 @@ _FIX_EXISTING = "install it on the cluster and list `{capability}` under cluster
 def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
+    if capability == SA_ISSUER:
+        return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (EKS: the "
+                "cluster's OIDC issuer output; AKS: oidcIssuerProfile.issuerUrl; an existing cluster: its API "
+                "server's --service-account-issuer)")
     if capability.startswith("link:"):
         return ("a worker's only private path to the site is its `link`, provided once its cloud side is declared: "
                 "set clusters.<worker>.link.attachment (the VPN connection or interconnect attachment, routed to "
@@ -193,6 +202,8 @@ def front_door_needs(spec: Any) -> list[Need]:
     if acme is not None and acme.solver == "dns01":
         needs.append(Need("workload-identity", f"{CERT_MANAGER.name} (writes the front door's dns01 challenge "
                                                f"into {acme.dns_zone})"))
+    if spec.teams:
+        needs.append(Need(SA_ISSUER, f"{ISTIO.name} (the gateway accepts CI's trainyard-ci ServiceAccount tokens)"))
     return needs
 
 
@@ -231,4 +242,11 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         login = spec.cluster.chosen.login_mechanism()
         if login is not None:
             provided["group-claims"] = Provision("cluster", login)
+    provided.pop(SA_ISSUER, None)
+    if door is not None and door.service_account_issuer is not None:
+        provided[SA_ISSUER] = Provision("site", "declared in frontDoor.serviceAccountIssuer")
+    elif door is not None and spec.laptop:
+        provided[SA_ISSUER] = Provision("cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
+    elif door is not None and kind == "gke":
+        provided[SA_ISSUER] = Provision("cluster", "GKE's issuer of the cluster (container.googleapis.com)")
     return Prerequisites(kind, derive_needs(spec, storage), provided)

@@ -329,9 +329,35 @@ class IdentityProvider(Strict):
         return ("oidc" if self.oidc else "google" if self.google else "ldap" if self.ldap else "static")
 
 
+class ServiceAccountIssuer(Strict):
+    """The issuer of the cluster's ServiceAccount tokens, which the gateway accepts from machines (CI's
+    `trainyard-ci` tokens, `sub` -> kubeflow-userid), where Trainyard cannot derive it: EKS (the cluster's OIDC
+    issuer output, https://oidc.eks.<region>.amazonaws.com/id/<ID>), AKS (`oidcIssuerProfile.issuerUrl`), an
+    existing cluster (its API server's --service-account-issuer). `jwksUri`: where its keys are read; absent, an
+    in-cluster issuer (a `.svc` host, kubeadm's default) is read through the cluster-jwks-proxy and a public one by
+    its discovery document."""
+
+    issuer: str
+    jwks_uri: str | None = Field(default=None, alias="jwksUri")
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str) -> str:
+        refuse(value, https_url_problem(value))
+        return value
+
+    @field_validator("jwks_uri")
+    @classmethod
+    def _jwks(cls, value: str | None) -> str | None:
+        if value is not None:
+            refuse(value, https_url_problem(value))
+        return value
+
+
 class FrontDoorSpec(Strict):
     """The one web entry of the stack (docs/front-door.md): `host` (the DNS name people type, served on 443),
-    `tls` (required), `identityProvider` and `provides` (what the site does outside the cluster). Every web UI of
+    `tls` (required), `identityProvider`, `provides` (what the site does outside the cluster) and
+    `serviceAccountIssuer` (the cluster's token issuer, where Trainyard cannot derive it). Every web UI of
     the platform is served under this host, behind
     sign-in; nothing web-facing is reachable around it. In a stack of several clusters it is the manager's."""
 
@@ -342,6 +368,7 @@ class FrontDoorSpec(Strict):
     # `dns` (the host's record points at the gateway's address), `acme-http01` (the ACME server reaches the gateway
     # on port 80 from the internet).
     provides: list[Literal["dns", "acme-http01"]] = Field(default_factory=list)
+    service_account_issuer: ServiceAccountIssuer | None = Field(default=None, alias="serviceAccountIssuer")
 
     @field_validator("host")
     @classmethod

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from infra.components import ISTIO
 from infra.spec.frontdoor.model import FrontDoorSpec
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY, STATIC_USER_HASHES_KEY
 from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
@@ -29,6 +30,21 @@ WEB_PERSONAS: Mapping[str, tuple[str, Right]] = MappingProxyType({
     "analysts": ("analyst", "read"),
 })
 PLATFORM_ADMIN = "platform-admin"
+# The ClusterRoles a web right is bound to in team namespaces (infra/platform/web/binder.py builds them): the
+# Pipelines API's SubjectAccessReview rules only. A platform admin gets `edit` in every team's namespaces.
+WEB_ROLES: Mapping[Right, str] = MappingProxyType({"read": "trainyard-web-read", "edit": "trainyard-web-edit",
+                                                   "admin": "trainyard-web-edit"})
+WEB_CI_ROLE = "trainyard-web-ci"  # CI's namespace ServiceAccount, bound statically (its token has no groups)
+# KFAM's role names (kubeflow/kubeflow components/access-management kfam/bindings.go roleBindingNameMap), which
+# its `role` annotation and binding names use.
+KFAM_ROLES: Mapping[Right, str] = MappingProxyType({"read": "view", "edit": "edit", "admin": "edit"})
+# Where a kind/kubeadm cluster's ServiceAccount tokens come from, and how the gateway reads their keys: the
+# vendored overlay common/oauth2-proxy/overlays/m2m-dex-and-kind (the in-cluster issuer's keys are served with
+# the cluster's own CA, so the cluster-jwks-proxy re-serves them over HTTP inside the cluster).
+IN_CLUSTER_ISSUER = "https://kubernetes.default.svc.cluster.local"
+JWKS_PROXY = "cluster-jwks-proxy"
+JWKS_PROXY_URI = f"http://{JWKS_PROXY}.{ISTIO.namespace}.svc.cluster.local/openid/v1/jwks"
+GKE_ISSUER = "https://container.googleapis.com/v1/projects/{project}/locations/{location}/clusters/{name}"
 # Where the gateway sends people back after sign-in: oauth2-proxy's callback, and Dex's when Dex brokers an
 # upstream provider (paths as the vendored manifests route them: common/oauth2-proxy, common/dex).
 OAUTH2_CALLBACK = "/oauth2/callback"
@@ -65,6 +81,36 @@ GRAFANA = WebUi("grafana", "/grafana/", "observability",
 
 
 @dataclass(frozen=True)
+class MachineIssuer:
+    """The cluster's ServiceAccount token issuer as the gateway trusts it: `jwks_uri` None reads its keys by
+    discovery; `proxied` when they come through the cluster-jwks-proxy; `source` says how Trainyard knows it."""
+
+    issuer: str
+    jwks_uri: str | None
+    proxied: bool
+    source: str
+
+
+def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str, str, str] | None) -> \
+        MachineIssuer | None:
+    """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer), or derived
+    for a laptop's kind cluster and for GKE (`gke`: project, location, cluster name); None where unknown (EKS and
+    AKS until declared from the cluster's output, an existing cluster until declared)."""
+    declared = door.service_account_issuer
+    if declared is not None:
+        in_cluster = declared.jwks_uri is None and ".svc" in declared.issuer.removeprefix("https://").split("/")[0]
+        return MachineIssuer(declared.issuer, JWKS_PROXY_URI if in_cluster else declared.jwks_uri, in_cluster,
+                             "declared in frontDoor.serviceAccountIssuer")
+    if laptop:
+        return MachineIssuer(IN_CLUSTER_ISSUER, JWKS_PROXY_URI, True, "kind's in-cluster issuer")
+    if kind == "gke" and gke is not None:
+        project, location, name = gke
+        return MachineIssuer(GKE_ISSUER.format(project=project, location=location, name=name), None, False,
+                             "GKE's issuer of the cluster")
+    return None
+
+
+@dataclass(frozen=True)
 class FrontDoorFacts:
     spec: FrontDoorSpec
     url: str  # https://<host>
@@ -77,6 +123,7 @@ class FrontDoorFacts:
     grants: tuple[WebGrant, ...]
     machine_accounts: tuple[tuple[str, str], ...]  # (namespace, ServiceAccount) whose cluster tokens CI presents
     uis: tuple[WebUi, ...]
+    machine_issuer: MachineIssuer | None = None  # None: machine tokens are refused (a prerequisite finding)
 
     def grants_of(self, group: str) -> tuple[WebGrant, ...]:
         return tuple(grant for grant in self.grants if grant.group == group)
@@ -84,6 +131,16 @@ class FrontDoorFacts:
     @property
     def platform_admins(self) -> tuple[str, ...]:
         return tuple(grant.group for grant in self.grants if grant.persona == PLATFORM_ADMIN)
+
+    @property
+    def team_namespaces(self) -> tuple[str, ...]:
+        return tuple(sorted({namespace for namespace, _ in self.machine_accounts}))
+
+    def bindings_of(self, group: str) -> tuple[tuple[str, Right], ...]:
+        """(namespace, right) pairs a member of `group` is bound to on the web: a team grant's namespaces, a
+        platform admin's every team namespace."""
+        return tuple(sorted({(namespace, grant.right) for grant in self.grants_of(group)
+                             for namespace in (grant.namespaces or self.team_namespaces)}))
 
 
 def web_grants(platform_admins: list[str], teams: Mapping[str, TeamSpec],
@@ -97,8 +154,10 @@ def web_grants(platform_admins: list[str], teams: Mapping[str, TeamSpec],
 
 
 def derive_front_door(door: FrontDoorSpec | None, platform_admins: list[str], teams: Mapping[str, TeamSpec],
-                      namespaces: Mapping[str, tuple[str, ...]], grafana: bool) -> FrontDoorFacts | None:
-    """The front door's facts, or None when the stack declares none; `grafana`: the stack runs Grafana."""
+                      namespaces: Mapping[str, tuple[str, ...]], grafana: bool,
+                      issuer: MachineIssuer | None = None) -> FrontDoorFacts | None:
+    """The front door's facts, or None when the stack declares none; `grafana`: the stack runs Grafana; `issuer`:
+    the cluster's ServiceAccount token issuer (machine_issuer)."""
     if door is None:
         return None
     provider = door.identity_provider
@@ -120,4 +179,5 @@ def derive_front_door(door: FrontDoorSpec | None, platform_admins: list[str], te
         grants=web_grants(platform_admins, teams, namespaces),
         machine_accounts=tuple((ns, CI_SERVICE_ACCOUNT) for name in teams for ns in namespaces[name]),
         uis=(GRAFANA,) if grafana else (),
+        machine_issuer=issuer,
     )
