@@ -28,6 +28,7 @@ from infra.platform.gpu import gpu_operator
 from infra.platform.kueue import Kueue
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
 from infra.platform.observability import observability
+from infra.platform.pipelines import pipelines
 from infra.platform.rbac import Access
 from infra.platform.storage import Storage
 from infra.platform.tenancy import Tenancy
@@ -48,7 +49,7 @@ class Built:
 
 def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
                    alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None,
-                   front_door_secret: Output[str] | None = None) -> Built:
+                   front_door_secret: Output[str] | None = None, pipelines_secret: Output[str] | None = None) -> Built:
     provider = cluster.provider
     tenancy = Tenancy(named("tenancy"), platform, provider)
     gpu = gpu_operator(platform, provider)
@@ -64,7 +65,11 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
     # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
-    front_door(platform, provider, front_door_secret, after=[monitoring] if monitoring else [])
+    kfp = pipelines(platform, provider, tenancy.namespaces)  # its namespace first: the front door routes into it
+    door = front_door(platform, provider, front_door_secret,
+                      after=[r for r in (monitoring, kfp.namespace if kfp else None) if r])
+    if kfp is not None and door is not None:
+        kfp.install(pipelines_secret, after=[door])
     return Built(provider, kueue, tenancy.namespaces)
 
 
