@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 
 from infra.spec.base import DnsLabel, Strict, VolumeSize
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY
-from infra.spec.storage.classes import BLOCK, CHECKPOINTS, SCRATCH
+from infra.spec.storage.classes import CHECKPOINTS, SCRATCH
 from infra.spec.storage.model import StorageFacts
 
 # The versions whose manifests are vendored (Kubeflow Platform 26.03 carries KFP 2.16.0, README table).
@@ -38,8 +38,8 @@ ArtifactMode = Literal["team-buckets", "seaweedfs"]
 
 
 class PipelinesVolume(Strict):
-    """A volume of Pipelines' state: its size, and its class (one of the stack's; by default `block`, or
-    `checkpoints` where the stack has no block class)."""
+    """A volume of Pipelines' state: its size, and its class (one of the stack's Retain classes; by default
+    `checkpoints`, the stack's shared file class)."""
 
     size: VolumeSize = DEFAULT_SIZE
     storage_class: DnsLabel | None = Field(default=None, alias="storageClass")
@@ -97,17 +97,22 @@ class PipelinesFacts:
 
 
 def _volume(where: str, volume: PipelinesVolume, storage: StorageFacts) -> tuple[str, str]:
+    """The class must keep its volumes when their claim goes (reclaimPolicy Retain, as every data volume of the
+    platform: the policy data-volumes-retain), which refuses the temporary `scratch` and, today, `block`; and must
+    be a disk or file share, not a bucket mounted as files."""
     names = [k.name for k in storage.classes]
-    name = volume.storage_class or (BLOCK if BLOCK in names else CHECKPOINTS)
+    name = volume.storage_class or CHECKPOINTS
     if name not in names:
         raise ValueError(f"{where}.storageClass: no class '{name}' on this stack: use one of {', '.join(names)}")
     klass = storage.klass(name)
-    if name == SCRATCH:
-        raise ValueError(f"{where}.storageClass: '{name}' holds temporary volumes (drill restores, scratch space), "
-                         f"not state that must outlive its pod: use {BLOCK if BLOCK in names else CHECKPOINTS}")
+    if klass.reclaim != "Retain":
+        what = "holds temporary volumes (drill restores, scratch space)" if name == SCRATCH else \
+            "deletes its volumes with their claim (reclaimPolicy Delete)"
+        raise ValueError(f"{where}.storageClass: '{name}' {what}, and the run journal must outlive its pod and its "
+                         f"claim: use {CHECKPOINTS} (reclaimPolicy Retain)")
     if klass.static:
         raise ValueError(f"{where}.storageClass: '{name}' mounts a bucket as files, which a database cannot run "
-                         "on: use a disk or file class, e.g. " + (BLOCK if BLOCK in names else CHECKPOINTS))
+                         f"on: use {CHECKPOINTS}")
     return name, str(volume.size)
 
 
