@@ -164,14 +164,15 @@ GATEWAY_POD_LABELS = {"app": "istio-ingressgateway", "istio": "ingressgateway"}
 GATEWAY_ACCOUNT = "istio-ingressgateway-service-account"
 
 # Kubeflow Pipelines 2.16.0 multi-user (infra/platform/pipelines.py, docs/pipelines.md) with Argo Workflows v3.7.3:
-# the cache server's pod webhook on 8443; metrics of the API server (8888, /metrics) and Argo's controller (9090).
-# Its CRDs: argoproj.io (8) and kubeflow.org (scheduledworkflows, viewers); metacontroller's are not installed
-# (the upstream per-namespace sync it runs is replaced where team buckets exist, pipelines_teams.py).
+# no webhook (the v1 cache server's, on 8443, is not installed: infra/platform/kfp/patches.py); metrics of the
+# API server (8888, /metrics) and Argo's controller (9090).
+# Its CRDs: argoproj.io (8) and kubeflow.org (scheduledworkflows, viewers); metacontroller.k8s.io (3) only on
+# stacks without team buckets, where the upstream per-namespace sync it runs stays (infra/platform/kfp/teams.py).
 PIPELINES = Component(
     "pipelines", "pipelines",
     (_kubeflow("applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user"),
      _kubeflow("common/kubeflow-namespace/base/kubeflow")), "kubeflow",
-    crds=(Crds("argoproj.io"), Crds("kubeflow.org")), webhook_ports=(8443,), metrics_ports=(8888, 9090),
+    crds=(Crds("argoproj.io"), Crds("kubeflow.org"), Crds("metacontroller.k8s.io")), metrics_ports=(8888, 9090),
     secrets=("mysql-secret", "mlpipeline-minio-artifact"))
 
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,

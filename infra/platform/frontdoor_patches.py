@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from infra.components import GATEWAY_POD_LABELS, ISTIO
+from infra.components import GATEWAY_POD_LABELS, ISTIO, PIPELINES
 from infra.vocabulary import TEAM_LABEL
 
 Patch = dict[str, Any]
@@ -82,8 +82,8 @@ def istio_install_patches(laptop: bool, sidecars: bool = False) -> list[Patch]:
          "value": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}])] if sidecars else [
         delete(kind, name, "kube-system" if kind in ("DaemonSet", "ConfigMap", "ServiceAccount") else None)
         for kind, name in _CNI]
-    patches += [delete("Sidecar", name, "kubeflow") for name in ("ml-pipeline-ui-exception",
-                                                                 "notebook-controller-exception")]
+    patches += [delete("Sidecar", name, PIPELINES.namespace) for name in ("ml-pipeline-ui-exception",
+                                                                          "notebook-controller-exception")]
     patches.append(delete("Gateway", "istio-ingressgateway", ISTIO.namespace))
     service: dict[str, Any] = {"type": "NodePort" if laptop else "LoadBalancer"}
     if laptop:

@@ -1,8 +1,8 @@
 """Kubeflow Pipelines 2.16.0 in multi-user mode (docs/pipelines.md), from the vendored Kubeflow Platform 26.03:
 the `kubeflow` namespace and its NetworkPolicies (common/kubeflow-namespace/base/kubeflow), then the multi-user
 install with cert-manager (applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user), patched
-(infra/platform/pipelines_patches.py), our Secrets in place of the archive's placeholders, and each team
-namespace's objects (infra/platform/pipelines_teams.py).
+(infra/platform/kfp/patches.py), our Secrets in place of the archive's placeholders, and each team
+namespace's objects (infra/platform/kfp/teams.py).
 
 People reach the UI through the front door under /pipeline, as who the gateway says they are (`kubeflow-userid`);
 the API server asks the cluster (SubjectAccessReview) whether that user may act in the run's namespace. Pipelines'
@@ -17,7 +17,7 @@ rest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -26,10 +26,10 @@ from infra.components import PIPELINES, Kustomize
 from infra.kit.naming import named
 from infra.kit.objects import child_opts, kube_object, kustomize_directory, metadata
 from infra.platform.frontdoor_identity import checked, derived
-from infra.platform.pipelines_patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
-from infra.platform.pipelines_teams import team_objects
+from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
+from infra.platform.kfp.teams import team_objects
 from infra.spec import Platform
-from infra.spec.pipelines import PipelinesFacts
+from infra.spec.pipelines.model import PipelinesFacts
 from infra.spec.versions import KUBEFLOW_MANIFESTS
 
 INSTALL_PATH, NAMESPACE_PATH = (source.path for source in PIPELINES.sources if isinstance(source, Kustomize))
@@ -41,6 +41,10 @@ def secret_data(facts: PipelinesFacts, value: str) -> dict[str, dict[str, str]]:
     password = checked(facts.secret_key, value)
     return {DB_SECRET: {"username": "root", "password": password},
             STORE_SECRET: {"accesskey": STORE_ADMIN, "secretkey": derived(password, "pipelines-seaweedfs-admin")}}
+
+
+def _pick(name: str) -> Callable[[dict[str, dict[str, str]]], dict[str, str]]:
+    return lambda data: data[name]
 
 
 def _retain_claims(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
@@ -73,7 +77,7 @@ class Pipelines(pulumi.ComponentResource):
             for name in (DB_SECRET, STORE_SECRET):
                 kube_object(f"pipelines-{name}", "v1", "Secret", metadata(name, PIPELINES.namespace),
                             child_opts(self, provider, [self.namespace]), type="Opaque",
-                            stringData=pulumi.Output.secret(data.apply(lambda d, n=name: d[n])))
+                            stringData=pulumi.Output.secret(data.apply(_pick(name))))
         for namespace, created in sorted(self.team_namespaces.items()):
             opts = child_opts(self, provider, [created, kfp])
             for api_version, kind, name, fields in team_objects(facts, namespace):

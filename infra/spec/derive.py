@@ -21,7 +21,7 @@ from infra.spec.frontdoor.web_access import FrontDoorFacts, derive_front_door
 from infra.spec.input.errors import SpecError, rooted
 from infra.spec.input.keys import PLATFORM_KEY
 from infra.spec.observability import ObservabilityFacts, derive_observability
-from infra.spec.pipelines import PipelinesFacts, derive_pipelines
+from infra.spec.pipelines.model import PipelinesFacts, derive_pipelines
 from infra.spec.platform import PlatformSpec
 from infra.spec.pools import PoolSpec
 from infra.spec.prerequisites import Prerequisites, derive_prerequisites

@@ -14,7 +14,7 @@ from infra.spec.cluster import CiSpec, ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
-from infra.spec.pipelines import PipelinesSpec, check_pipelines
+from infra.spec.pipelines.model import PipelinesSpec, check_pipelines
 from infra.spec.policy import PolicySpec
 from infra.spec.pools import MAX_NODES, PoolSpec
 from infra.spec.queues.queueing import Queueing, check_queueing

@@ -15,7 +15,7 @@ GRAFANA_PASSWORD_KEY = f"{PROJECT}:grafanaAdminPassword"
 OIDC_CLIENT_SECRET_KEY = f"{PROJECT}:oidcClientSecret"
 LDAP_BIND_PASSWORD_KEY = f"{PROJECT}:ldapBindPassword"
 STATIC_USER_HASHES_KEY = f"{PROJECT}:staticUserHashes"
-# Kubeflow Pipelines (infra/spec/pipelines.py): its MySQL root password (never the archive's empty one); the
+# Kubeflow Pipelines (infra/spec/pipelines/model.py): its MySQL root password (never the archive's empty one); the
 # SeaweedFS admin key of the pipeline-definitions store is derived from it.
 PIPELINES_DB_PASSWORD_KEY = f"{PROJECT}:pipelinesDbPassword"
 # What the offline engine hands the program for every secret value: it never sees the real ones.

@@ -17,8 +17,8 @@ import yaml
 
 from infra.components import PIPELINES
 from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP
-from infra.platform.pipelines_patches import API_PORTS, METADATA_PORT, RUNNER_ACCOUNT, SEAWEEDFS_PORT, tcp
-from infra.spec.pipelines import ArtifactStore, PipelinesFacts
+from infra.platform.kfp.patches import API_PORTS, METADATA_PORT, RUNNER_ACCOUNT, SEAWEEDFS_PORT, tcp
+from infra.spec.pipelines.model import ArtifactStore, PipelinesFacts
 from infra.vocabulary import NAME_LABEL
 
 RUNNER_ROLE = "pipeline-runner"

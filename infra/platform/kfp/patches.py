@@ -13,7 +13,7 @@ from typing import Any
 
 from infra.components import GATEWAY_POD_LABELS, ISTIO, PIPELINES
 from infra.platform.frontdoor_patches import Patch, bind_to_gateway, json6902, merge
-from infra.spec.pipelines import PipelinesFacts
+from infra.spec.pipelines.model import PipelinesFacts
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL
 
 NS = PIPELINES.namespace
@@ -100,7 +100,7 @@ def pipelines_patches(facts: PipelinesFacts) -> list[Patch]:
       minio/minio123), on the stack's class and size.
     - The UI route: the front door's VirtualService serves /pipeline; the ML Metadata route is rebound to the
       front door's gateway.
-    - Team buckets: the per-namespace sync is removed (pipelines_teams.py writes each namespace's objects). Without
+    - Team buckets: the per-namespace sync is removed (teams.py writes each namespace's objects). Without
       them it stays, and selects team namespaces instead of upstream's profile label."""
     database_class, database_size = facts.database
     store_class, store_size = facts.definitions
