@@ -111,6 +111,11 @@ def test_runs_execute_as_the_team_data_account(stack: str) -> None:
     config = next(o for o in objects if o["kind"] == "ConfigMap" and _meta(o)[0] == NS
                   and _meta(o)[1].startswith("pipeline-api-server-config"))
     assert config["data"]["DEFAULTPIPELINERUNNERSERVICEACCOUNT"] == RUNNER_ACCOUNT
+    assert config["data"]["MULTIUSER"] == "true"
+    api = _find(objects, "Deployment", NS, "ml-pipeline")
+    assert api is not None
+    env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["KUBEFLOW_USERID_HEADER"], env["KUBEFLOW_USERID_PREFIX"]) == (USERID_HEADER, "")  # as the gateway writes
     install = _find(objects, "ConfigMap", NS, "pipeline-install-config")
     assert install is not None and install["data"]["defaultSecurityContextRunAsNonRoot"] == "true"
     for team in platform_of(stack).teams:
