@@ -115,7 +115,7 @@ def test_runs_execute_as_the_team_data_account(stack: str) -> None:
     api = _find(objects, "Deployment", NS, "ml-pipeline")
     assert api is not None
     env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert (env["KUBEFLOW_USERID_HEADER"], env["KUBEFLOW_USERID_PREFIX"]) == (USERID_HEADER, "")  # as the gateway writes
+    assert (env["KUBEFLOW_USERID_HEADER"], env["KUBEFLOW_USERID_PREFIX"]) == (USERID_HEADER, "")  # the gateway's
     install = _find(objects, "ConfigMap", NS, "pipeline-install-config")
     assert install is not None and install["data"]["defaultSecurityContextRunAsNonRoot"] == "true"
     for team in platform_of(stack).teams:
