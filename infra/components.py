@@ -57,7 +57,7 @@ class Crds:
 @dataclass(frozen=True)
 class Component:
     name: str
-    builder: str  # its module under infra/platform
+    builder: str  # its module under infra/platform (dotted inside a sub-package: kfp.pipelines)
     sources: tuple[Source, ...]
     namespace: str = ""  # '' when it has none of its own (cluster-scoped objects, team or Kubernetes namespaces)
     crds: tuple[Crds, ...] = ()
@@ -145,7 +145,10 @@ ISTIO = Component(
                            _kubeflow("common/istio/kubeflow-istio-resources/base")), "istio-system",
     crds=(Crds("networking.istio.io"), Crds("security.istio.io"), Crds("telemetry.istio.io"),
           Crds("extensions.istio.io")), webhook_ports=(15017,), metrics_ports=(15014, 15020),
-    needs=("load-balancer", "dns", "service-account-issuer"))
+    needs=("load-balancer", "dns", "service-account-issuer"),
+    # istio-cni-node's requests (istio-install 1.28), on the untainted nodes it runs on once Pipelines' sidecars
+    # keep it (infra/platform/frontdoor_patches.py istio_install_patches).
+    node_requests=(("cpu", "100m"), ("memory", "100Mi")))
 # oauth2-proxy 7.14.3: the OIDC client the gateway asks about every browser request (port 4180, metrics 44180).
 OAUTH2_PROXY = Component(
     "oauth2-proxy", "frontdoor", (_kubeflow("common/oauth2-proxy/overlays/m2m-dex-only"),), "oauth2-proxy",
@@ -162,9 +165,23 @@ GROUPS_HEADER = "kubeflow-groups"
 # The gateway's pods and their identity (the upstream istio-install chart's labels and ServiceAccount).
 GATEWAY_POD_LABELS = {"app": "istio-ingressgateway", "istio": "ingressgateway"}
 GATEWAY_ACCOUNT = "istio-ingressgateway-service-account"
+# The one taint Istio's CNI agent tolerates here (infra/platform/frontdoor_patches.py): it stays off GPU pools.
+MESH_AGENT_TOLERATION = "CriticalAddonsOnly"
+
+# Kubeflow Pipelines 2.16.0 multi-user (infra/platform/kfp/pipelines.py, docs/pipelines.md) with Argo Workflows v3.7.3:
+# no webhook (the v1 cache server's, on 8443, is not installed: infra/platform/kfp/patches.py); metrics of the
+# API server (8888, /metrics) and Argo's controller (9090).
+# Its CRDs: argoproj.io (8) and kubeflow.org (scheduledworkflows, viewers); metacontroller.k8s.io (3) only on
+# stacks without team buckets, where the upstream per-namespace sync it runs stays (infra/platform/kfp/teams.py).
+PIPELINES = Component(
+    "pipelines", "kfp.pipelines",
+    (_kubeflow("applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user"),
+     _kubeflow("common/kubeflow-namespace/base/kubeflow")), "kubeflow",
+    crds=(Crds("argoproj.io"), Crds("kubeflow.org"), Crds("metacontroller.k8s.io")), metrics_ports=(8888, 9090),
+    secrets=("mysql-secret", "mlpipeline-minio-artifact"))
 
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,
-              *FRONT_DOOR)
+              *FRONT_DOOR, PIPELINES)
 
 
 def crd_directories() -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from infra.offline.manifestcache import vendored
+from infra.platform.admission_steps import STEP_ACCOUNT
 from infra.spec import Platform
 from infra.spec.versions import KUBEFLOW_MANIFESTS
 
@@ -94,7 +95,7 @@ def kfp_run(namespace: str, accelerator: dict[str, str] | None = None) -> dict[s
         {"name": "train", "template": "system-container-impl", "depends": "train-driver.Succeeded",
          "arguments": {"parameters": [
              {"name": "pod-spec-patch", "value": "{{tasks.train-driver.outputs.parameters.pod-spec-patch}}"}]}}]}}
-    run = workflow(namespace, root, driver, executor, name="train-pipeline", serviceAccountName="default-editor",
+    run = workflow(namespace, root, driver, executor, name="train-pipeline", serviceAccountName=STEP_ACCOUNT,
                    arguments={"parameters": [{"name": "implementations-train", "value": json.dumps(
                        implementation, separators=(",", ":"), sort_keys=True)}]})
     run["metadata"].pop("name")
@@ -113,7 +114,7 @@ def step_pod(namespace: str, picture: str, gpus: int | None = None) -> dict[str,
         "labels": {"workflows.argoproj.io/workflow": "prepare", "workflows.argoproj.io/completed": "false"},
         "ownerReferences": [{"apiVersion": ARGO, "kind": "Workflow", "name": "prepare", "uid": "wf-uid",
                              "controller": True, "blockOwnerDeletion": True}]},
-        "spec": {"restartPolicy": "Never", "serviceAccountName": "default-editor",
+        "spec": {"restartPolicy": "Never", "serviceAccountName": STEP_ACCOUNT,
                  "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
                                      "seccompProfile": {"type": "RuntimeDefault"}},
                  "containers": [{**container(picture, gpus), "securityContext": {

@@ -17,6 +17,7 @@ from infra.apiserver.admit import answer
 from infra.apiserver.identity import resolve
 from infra.apiserver.schema import CrdIndex
 from infra.commands import main
+from infra.platform.admission_steps import STEP_ACCOUNT
 from tests import pipelines as p
 from tests.conftest import ALL_STACKS, CRDS, capture_of, kube_objects, platform_of
 
@@ -124,7 +125,7 @@ def test_a_step_cannot_submit_into_another_teams_namespace(stack: str) -> None:
     ns = other.namespaces[0]
     lines = _lines(stack, p.step_trainjob(ns, other.local_queues[0]), as_=f"pipeline-step:{team.name}")
     assert lines == [f'refused TrainJob/{ns}/train-step: rbac: trainjobs.trainer.kubeflow.org "train-step" is '
-                     f'forbidden: User "system:serviceaccount:{team.namespaces[0]}:default-editor" cannot create '
+                     f'forbidden: User "system:serviceaccount:{team.namespaces[0]}:{STEP_ACCOUNT}" cannot create '
                      f'resource "trainjobs" in API group "trainer.kubeflow.org" in the namespace "{ns}"']
     assert _lines(stack, p.step_trainjob(ns, other.local_queues[0]), as_=f"pipeline-step:{other.name}") == [
         f"admitted TrainJob/{ns}/train-step"]
@@ -144,7 +145,7 @@ def test_the_pipeline_personas_are_the_identities_kfp_and_argo_run_as(tmp_path: 
     platform = platform_of("onprem-lab")
     assert resolve(platform, "pipelines", [])[1].user == "system:serviceaccount:kubeflow:ml-pipeline"
     assert resolve(platform, "workflow-controller", [])[1].user == p.ARGO_CONTROLLER
-    assert resolve(platform, "pipeline-step:nlp", [])[1].user == "system:serviceaccount:nlp:default-editor"
+    assert resolve(platform, "pipeline-step:nlp", [])[1].user == f"system:serviceaccount:nlp:{STEP_ACCOUNT}"
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump(p.kfp_run("vision")), encoding="utf-8")
     for bad, why in (("pipelines:vision", "pipelines is not a team's persona"),

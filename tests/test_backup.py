@@ -18,6 +18,7 @@ from infra.apiserver.schema import CrdIndex, check_custom
 from infra.checks.backup import check_backups_off_cluster, check_schedule_coverage
 from infra.checks.context import Context
 from infra.commands import main
+from infra.components import PIPELINES
 from infra.offline.engine import run
 from infra.spec import validate
 from infra.spec.input.load import PLATFORM_KEY
@@ -47,6 +48,8 @@ def test_every_team_namespace_is_in_a_schedule_with_the_tier_ttl(stack: str) -> 
     for tier_name, tier in platform.spec.backup.tiers.items():
         teams = tier.teams if tier.teams is not None else list(platform.spec.teams)
         expected = {ns for team in teams for ns in platform.spec.namespaces(team)}
+        if platform.pipelines is not None:  # Pipelines' journal and definitions (their volumes) in every tier
+            expected.add(PIPELINES.namespace)
         if not expected:
             assert tier_name not in schedules, "an empty includedNamespaces would back up every namespace"
             continue

@@ -341,7 +341,7 @@ ACCEPTED: list[tuple[str, str, Edit]] = [
     ("other resources excluded", LAB, put("queueing.excludeResourcePrefixes", ["example.com/"])),
     ("same taint key, other effect", LAB, put("pools.h100.taints", [{"key": "gpu", "effect": "NoSchedule"},
                                                                      {"key": "gpu", "effect": "NoExecute"}])),
-    ("team named like a platform prefix", LAB, put("teams.kubeflow", {"quota": {"h100": 0}})),
+    ("team named like a platform prefix", LAB, put("teams.kubeflow-users", {"quota": {"h100": 0}})),
     ("URL with a user and no password", LAB, put("backup.location", {"s3Url": "https://admin@s3.lab"})),
     ("secret rule kept mandatory", LAB, put("policy.levels", {"no-plaintext-secrets": "mandatory"})),
     # Near misses of the token formats: too short, another prefix, a Slack URL that is not a webhook.

@@ -12,7 +12,7 @@ import pytest
 from infra.apiserver.selectors import matches_selector
 from infra.checks.context import Context
 from infra.checks.prerequisites import check_prerequisites
-from infra.components import GATEWAY_POD_LABELS, GROUPS_HEADER, ISTIO, MONITORING, USERID_HEADER
+from infra.components import GATEWAY_POD_LABELS, GROUPS_HEADER, ISTIO, MONITORING, PIPELINES, USERID_HEADER
 from infra.offline import engine
 from infra.offline.engine import Capture
 from infra.platform import frontdoor_identity as identity
@@ -225,7 +225,10 @@ def test_team_namespaces_and_training_pods_are_outside_injection(stack: str) -> 
              for h in c["webhooks"]]
     assert len(hooks) == 4
     for ns in kube_objects(capture, "Namespace"):
-        labels = _labels(ns)  # istio-system says `disabled`; no namespace opts in
+        labels = _labels(ns)  # istio-system says `disabled`; only Pipelines' namespace opts in (where installed)
+        if _meta(ns)[1] == PIPELINES.namespace and platform_of(stack).pipelines is not None:
+            assert TEAM_LABEL not in labels and labels.get("istio-injection") == "enabled"
+            continue
         assert labels.get("istio-injection") in (None, "disabled") and "istio.io/rev" not in labels, _meta(ns)
     teams = [_namespace(capture, _meta(ns)[1]) for ns in kube_objects(capture, "Namespace")
              if TEAM_LABEL in _labels(ns)]

@@ -103,7 +103,7 @@ def test_accept_reaches_each_ui_with_the_token_and_says_what_it_cannot_refuse(to
     run = _run(platform, Gateway(platform))
     summary = front_door(run)
     assert "reached grafana" in summary and "Grafana has no per-team view yet" in summary
-    assert run.evidence["reached"] == ["grafana"] and run.evidence["problems"] == []
+    assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
 
 
 @pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),

@@ -160,7 +160,7 @@ def example_trainjob() -> dict[str, Any]:
 
 
 def api(method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-    """The Kubernetes API as the run's ServiceAccount (default-editor), with the token the pod mounts."""
+    """The Kubernetes API as the run's ServiceAccount (the team's datasets account), with the token the pod mounts."""
     token = pathlib.Path(SERVICE_ACCOUNT, "token").read_text(encoding="utf-8").strip()
     request = urllib.request.Request(API_SERVER + path, method=method,
                                      data=json.dumps(body).encode() if body is not None else None,

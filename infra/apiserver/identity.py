@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from infra.apiserver.rbac import MASTERS, Identity
+from infra.components import PIPELINES
 from infra.platform.admission_steps import STEP_ACCOUNT
 from infra.platform.rbac import ANALYST, CI, ML_ENGINEER, PLATFORM_ADMIN
 from infra.platform.tenancy import CI_SERVICE_ACCOUNT
@@ -24,7 +25,7 @@ ACCOUNT_PERSONAS = {CI_SERVICE_ACCOUNT_PERSONA: CI_SERVICE_ACCOUNT, "pipeline-st
 # Kubeflow Pipelines' controllers, as the vendored 26.03 overlay deploys them in `kubeflow`: the API server creates
 # a run's Workflow, the Argo workflow controller its step pods.
 CONTROLLER_PERSONAS = {"pipelines": "ml-pipeline", "workflow-controller": "argo"}
-KFP_NAMESPACE = "kubeflow"
+KFP_NAMESPACE = PIPELINES.namespace
 UNTEAMED = (PLATFORM, PLATFORM_ADMIN, *CONTROLLER_PERSONAS)
 PERSONAS = (PLATFORM, PLATFORM_ADMIN, *TEAM_PERSONAS, *ACCOUNT_PERSONAS, *CONTROLLER_PERSONAS)
 

@@ -24,6 +24,10 @@ IMAGE_KINDS = frozenset({("monitoring.coreos.com", kind) for kind in ("Prometheu
 # (the init-config-reloader and config-reloader containers of every Prometheus and Alertmanager pod), and
 # cert-manager's ACME http01 solver (the pod that answers each http01 challenge).
 OPERATOR_IMAGE_ARGS = ("--prometheus-config-reloader=", "--acme-http01-solver-image=")
+# Images Kubeflow Pipelines starts in team namespaces for each run: Argo's executor (the workflow controller's
+# `--executor-image <image>`), and KFP's driver and launcher (the API server's environment).
+OPERATOR_IMAGE_FLAGS = ("--executor-image",)
+OPERATOR_IMAGE_ENV = ("V2_DRIVER_IMAGE", "V2_LAUNCHER_IMAGE")
 
 
 def _container_images(container: Any) -> Iterator[str]:
@@ -31,8 +35,14 @@ def _container_images(container: Any) -> Iterator[str]:
         return
     if "image" in container:
         yield str(container["image"])
-    for arg in container.get("args") or ():
-        yield from (str(arg)[len(flag):] for flag in OPERATOR_IMAGE_ARGS if str(arg).startswith(flag))
+    args = [str(arg) for arg in container.get("args") or ()]
+    for index, arg in enumerate(args):
+        yield from (arg[len(flag):] for flag in OPERATOR_IMAGE_ARGS if arg.startswith(flag))
+        if arg in OPERATOR_IMAGE_FLAGS and index + 1 < len(args):
+            yield args[index + 1]
+    for env in container.get("env") or ():
+        if isinstance(env, Mapping) and env.get("name") in OPERATOR_IMAGE_ENV and "value" in env:
+            yield str(env["value"])
 
 
 def _containers(value: Any) -> Iterator[str]:

@@ -25,6 +25,7 @@ from infra.platform.burst_data import BurstData
 from infra.platform.fabric import fabric
 from infra.platform.frontdoor import front_door
 from infra.platform.gpu import gpu_operator
+from infra.platform.kfp.pipelines import pipelines
 from infra.platform.kueue import Kueue
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
 from infra.platform.observability import observability
@@ -48,7 +49,7 @@ class Built:
 
 def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
                    alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None,
-                   front_door_secret: Output[str] | None = None) -> Built:
+                   front_door_secret: Output[str] | None = None, pipelines_secret: Output[str] | None = None) -> Built:
     provider = cluster.provider
     tenancy = Tenancy(named("tenancy"), platform, provider)
     gpu = gpu_operator(platform, provider)
@@ -59,13 +60,17 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     backup = Backup(named("backup"), platform, provider, tenancy.namespaces, backup_credentials,
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access(named("access"), platform, provider, tenancy.namespaces)
-    Admission(named("admission"), platform, provider, tenancy.namespaces)
+    Admission(named("admission"), platform, provider)
     monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
     # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
-    front_door(platform, provider, front_door_secret, after=[monitoring] if monitoring else [],
-               team_namespaces=tenancy.namespaces)
+    kfp = pipelines(platform, provider, tenancy.namespaces)  # its namespace first: the front door routes into it
+    door = front_door(platform, provider, front_door_secret,
+                      after=[r for r in (monitoring, kfp.namespace if kfp else None) if r],
+                      team_namespaces=tenancy.namespaces)
+    if kfp is not None and door is not None:
+        kfp.install(pipelines_secret, after=[door])
     return Built(provider, kueue, tenancy.namespaces)
 
 

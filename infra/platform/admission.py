@@ -27,7 +27,7 @@ spec, so a change to teams or registries is a reviewed change to these objects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -44,7 +44,7 @@ from infra.platform.admission_cel import (
     security_field,
     when,
 )
-from infra.platform.admission_steps import pipeline_policy, step_rights
+from infra.platform.admission_steps import pipeline_policy
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
@@ -391,7 +391,7 @@ def binding_spec(policy_name: str) -> dict[str, Any]:
 
 class Admission(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
-                 team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("trainyard:platform:Admission", name, None, opts)
         specs = policies(platform)
         for policy_name, spec in specs.items():
@@ -399,5 +399,4 @@ class Admission(pulumi.ComponentResource):
                                  child_opts(self, provider), spec=spec)
             kube_object(f"vapb-{policy_name}", API, "ValidatingAdmissionPolicyBinding", metadata(policy_name),
                         child_opts(self, provider, depends_on=[policy]), spec=binding_spec(policy_name))
-        step_rights(self, platform, provider, team_namespaces)
         self.register_outputs({"policies": sorted(specs)})

@@ -13,28 +13,22 @@ through a Kueue-managed job the step creates (a TrainJob, or a batch Job), never
   sidecars) requesting a GPU resource, a podSpecPatch naming one, or a KFP task with an accelerator (KFP 2.16
   passes a task's container spec, `resources.accelerator` included, as a JSON argument that its driver turns
   into the step pod's podSpecPatch at run time: visible only as text at submission);
-- the run's ServiceAccount (`default-editor`, KFP's multi-user runner) may create TrainJobs in its own
-  namespace, which the queue policy holds to that namespace's LocalQueues.
+- the run's ServiceAccount (the team's data account, infra/platform/kfp/teams.py `pipeline-runner`) may create
+  TrainJobs in its own namespace, which the queue policy holds to that namespace's LocalQueues.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
-import pulumi
-import pulumi_kubernetes as k8s
-
-from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from infra.platform.admission_cel import asks_gpu, every_pod_spec, lit, when
-from infra.spec import Platform
-from infra.vocabulary import GPU_RESOURCE_PREFIX, QUEUE_LABEL, TEAM_LABEL
+from infra.platform.kfp.patches import RUNNER_ACCOUNT
+from infra.vocabulary import GPU_RESOURCE_PREFIX, QUEUE_LABEL
 
-# KFP multi-user runs a namespace's Workflows as this ServiceAccount (pipeline-install-config
-# DEFAULTPIPELINERUNNERSERVICEACCOUNT in applications/pipeline of the Kubeflow Platform 26.03).
-STEP_ACCOUNT = "default-editor"
-STEP_ROLE = "trainyard-pipeline-step"
+# The ServiceAccount KFP runs a namespace's Workflows as (pipeline-install-config DEFAULTPIPELINERUNNERSERVICEACCOUNT,
+# patched from upstream's `default-editor` to the team's data account: infra/platform/kfp/patches.py).
+STEP_ACCOUNT = RUNNER_ACCOUNT
 # Kinds that carry a Workflow spec, by resource: (API group, path to the Workflow spec).
 PIPELINE_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "workflows": ("argoproj.io", ("spec",)),
@@ -107,28 +101,3 @@ def pipeline_policy() -> dict[str, Any]:
             for resource, (group, _) in PIPELINE_KINDS.items()]},
         "validations": validations,
     }
-
-
-STEP_RULES = [
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"],
-     "verbs": ["create", "delete", "get", "list", "watch"]},
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["get"]},
-]
-
-
-def step_rights(parent: pulumi.Resource, platform: Platform, provider: k8s.Provider,
-                team_namespaces: Mapping[str, pulumi.Resource]) -> None:
-    """A pipeline step submits its GPU work as a TrainJob: the run's ServiceAccount may create TrainJobs in its own
-    namespace (and follow and remove them), nothing more; the queue policy holds them to the namespace's
-    LocalQueues. Bound directly, so it does not depend on KFP's aggregated kubeflow-edit role or on Trainer's
-    kubeflow-platform overlay (whose kubeflow-trainer-edit role is not in its Helm chart)."""
-    kube_object("role-pipeline-step", RBAC_API, "ClusterRole", metadata(STEP_ROLE), child_opts(parent, provider),
-                rules=STEP_RULES)
-    for team in platform.teams:
-        for ns in team.namespaces:
-            kube_object(f"rb-{ns}-{STEP_ROLE}", RBAC_API, "RoleBinding",
-                        metadata(STEP_ROLE, ns, {TEAM_LABEL: team.name}),
-                        child_opts(parent, provider, depends_on=[team_namespaces[ns]] if ns in team_namespaces
-                                   else []),
-                        roleRef={"kind": "ClusterRole", "apiGroup": RBAC_GROUP, "name": STEP_ROLE},
-                        subjects=[{"kind": "ServiceAccount", "name": STEP_ACCOUNT, "namespace": ns}])

@@ -32,7 +32,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import CERT_MANAGER, DEX, GATEWAY_POD_LABELS, ISTIO, MONITORING, OAUTH2_PROXY
+from infra.components import CERT_MANAGER, DEX, GATEWAY_POD_LABELS, ISTIO, MONITORING, OAUTH2_PROXY, PIPELINES
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata
 from infra.platform import frontdoor_identity as identity
@@ -65,7 +65,9 @@ GRAFANA_PORT = 3000
 GRAFANA_POD_LABELS = {"app.kubernetes.io/name": "grafana", "app.kubernetes.io/instance": "kube-prometheus-stack"}
 # Each UI's Service, port and pod port and labels, by its component (web_access.py WebUi.component).
 UI_BACKENDS: dict[str, tuple[str, str, int, int, dict[str, str]]] = {
-    "observability": (MONITORING.namespace, GRAFANA_SERVICE, 80, GRAFANA_PORT, GRAFANA_POD_LABELS)}
+    "observability": (MONITORING.namespace, GRAFANA_SERVICE, 80, GRAFANA_PORT, GRAFANA_POD_LABELS),
+    # Kubeflow Pipelines' UI (vendored Service ml-pipeline-ui: port 80 -> the pod's 3000).
+    "pipelines": (PIPELINES.namespace, "ml-pipeline-ui", 80, 3000, {"app": "ml-pipeline-ui"})}
 GATEWAY_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespace}},
                 "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
 # Prometheus scrapes Grafana's /metrics on the same port (the chart's ServiceMonitor); its pods carry the
@@ -205,7 +207,7 @@ class FrontDoor(pulumi.ComponentResource):
         crds = directory("istio-crds", "common/istio/istio-crds/base", [])
         istio_ns = directory("istio-namespace", "common/istio/istio-namespace/base", [], istio_namespace_patches())
         istio = directory("istio", "common/istio/istio-install/overlays/oauth2-proxy", [crds, istio_ns],
-                          istio_install_patches(platform.spec.laptop))
+                          istio_install_patches(platform.spec.laptop, sidecars=platform.pipelines is not None))
         http01 = tls.acme is not None and tls.acme.solver == "http01"
         gateway = directory("gateway", "common/istio/kubeflow-istio-resources/base", [istio],
                             gateway_patches(facts.spec.host, tls_secret(facts), http01))

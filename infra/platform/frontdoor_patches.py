@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from infra.components import GATEWAY_POD_LABELS, ISTIO
+from infra.components import GATEWAY_POD_LABELS, ISTIO, MESH_AGENT_TOLERATION, PIPELINES
 from infra.vocabulary import TEAM_LABEL
 
 Patch = dict[str, Any]
@@ -61,7 +61,7 @@ def istio_namespace_patches() -> list[Patch]:
     return [delete("NetworkPolicy", "allow-knative-to-istio-gateways", ISTIO.namespace)]
 
 
-def istio_install_patches(laptop: bool) -> list[Patch]:
+def istio_install_patches(laptop: bool, sidecars: bool = False) -> list[Patch]:
     """- The CNI node agent goes: no pod of this platform carries a sidecar (the gateway is a standalone Envoy,
       oauth2-proxy and Dex run without one, team namespaces are outside injection), so nothing needs traffic
       redirection, and the agent would be a privileged DaemonSet with five hostPaths in kube-system. A UI that later
@@ -73,11 +73,18 @@ def istio_install_patches(laptop: bool) -> list[Patch]:
       host and HTTPS, is the one Gateway.
     - The gateway's Service becomes the stack's one web-facing entry: LoadBalancer, or on a laptop NodePort.
     - Every injector webhook also skips team namespaces (label trainyard.io/team), so no label or annotation a
-      team sets on a pod can give a training pod a sidecar."""
-    patches = [delete(kind, name, "kube-system" if kind in ("DaemonSet", "ConfigMap", "ServiceAccount") else None)
-               for kind, name in _CNI]
-    patches += [delete("Sidecar", name, "kubeflow") for name in ("ml-pipeline-ui-exception",
-                                                                 "notebook-controller-exception")]
+      team sets on a pod can give a training pod a sidecar.
+    `sidecars`: Kubeflow Pipelines runs its pods with sidecars (infra/platform/kfp/pipelines.py), so the CNI agent
+    stays: it redirects their traffic, where istio-init would need NET_ADMIN, which `restricted` refuses. It keeps
+    off tainted (GPU) nodes, where no injected pod can run (upstream tolerates every taint): it would take from
+    what the teams are guaranteed there."""
+    patches = [json6902("DaemonSet", "istio-cni-node", [
+        {"op": "replace", "path": "/spec/template/spec/tolerations",
+         "value": [{"key": MESH_AGENT_TOLERATION, "operator": "Exists"}]}])] if sidecars else [
+        delete(kind, name, "kube-system" if kind in ("DaemonSet", "ConfigMap", "ServiceAccount") else None)
+        for kind, name in _CNI]
+    patches += [delete("Sidecar", name, PIPELINES.namespace) for name in ("ml-pipeline-ui-exception",
+                                                                          "notebook-controller-exception")]
     patches.append(delete("Gateway", "istio-ingressgateway", ISTIO.namespace))
     service: dict[str, Any] = {"type": "NodePort" if laptop else "LoadBalancer"}
     if laptop:

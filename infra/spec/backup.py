@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from infra.components import PIPELINES
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUD_STORAGE
 from infra.spec.cron import Cron
@@ -170,8 +171,10 @@ PROVIDER_FOR_PROFILE = {"rook-ceph": "aws", "nfs": "aws",
 
 
 def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
-                  teams: Mapping[str, tuple[str, ...]]) -> BackupFacts:
-    """The location, one Schedule per tier with the namespaces it covers, and the drill's mapping."""
+                  teams: Mapping[str, tuple[str, ...]], platform_state: tuple[str, ...] = ()) -> BackupFacts:
+    """The location, one Schedule per tier with the namespaces it covers, and the drill's mapping.
+    `platform_state`: namespaces of platform components whose state every tier also covers (Pipelines' run
+    journal); the drill restores team namespaces only."""
     where = "backup.location"
     profile, region = storage.profile, storage.region
     own = next((b.name for b in storage.buckets if b.team is None), None)
@@ -202,12 +205,13 @@ def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
                          f"{', '.join(sorted(spec.tiers))}")
     schedules = tuple(
         Schedule(name, tier.schedule, tier.ttl, tier.volumes,
-                 tuple(ns for team in (teams if tier.teams is None else tier.teams) for ns in teams[team]))
+                 tuple(ns for team in (teams if tier.teams is None else tier.teams) for ns in teams[team])
+                 + platform_state)
         for name, tier in spec.tiers.items()
     )
     drill = next(s for s in schedules if s.tier == spec.drill.tier)
     mapping = {}
-    for ns in drill.namespaces:
+    for ns in drill.namespaces[:len(drill.namespaces) - len(platform_state)]:
         target = f"{DRILL_PREFIX}{ns}"
         if len(target) > 63:
             raise ValueError(f"backup.drill: namespace '{ns}' is too long for its drill namespace '{target}' "
@@ -230,4 +234,5 @@ def backup_of(spec: Any, cluster_name: str) -> tuple[StorageFacts, BackupFacts]:
     """Storage and backup facts of a PlatformSpec (typed Any: platform.py imports this module)."""
     storage = storage_of(spec, cluster_name)
     teams = {name: tuple(spec.namespaces(name)) for name in spec.teams}
-    return storage, derive_backup(spec.backup, storage, cluster_name, teams)
+    state = (PIPELINES.namespace,) if spec.pipelines is not None else ()
+    return storage, derive_backup(spec.backup, storage, cluster_name, teams, state)

@@ -21,6 +21,7 @@ from infra.spec.frontdoor.web_access import FrontDoorFacts, MachineIssuer, deriv
 from infra.spec.input.errors import SpecError, rooted
 from infra.spec.input.keys import PLATFORM_KEY
 from infra.spec.observability import ObservabilityFacts, derive_observability
+from infra.spec.pipelines.model import PipelinesFacts, derive_pipelines
 from infra.spec.platform import PlatformSpec
 from infra.spec.pools import PoolSpec
 from infra.spec.prerequisites import Prerequisites, derive_prerequisites
@@ -77,6 +78,7 @@ class Platform:
     observability: ObservabilityFacts  # monitoring stack settings and the exporters this stack runs
     prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
     front_door: FrontDoorFacts | None = None  # the web entry, its sign-in and who reaches what (web_access.py)
+    pipelines: PipelinesFacts | None = None  # Kubeflow Pipelines' volumes and team artifact stores (pipelines.py)
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
     member: Member | None = None  # which cluster of a multi-cluster stack this is (None: a single cluster)
     hybrid: Hybrid | None = None  # on the manager of a multi-cluster stack: every cluster and link
@@ -148,9 +150,11 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
     _check_pools_fit_cluster(spec)
     try:
         storage, backup = backup_of(spec, spec.cluster.identifier(stack))
+        pipelines = derive_pipelines(spec.pipelines, storage)
     except ValueError as mistake:  # storage and backup checks need the derived facts
         raise rooted(PLATFORM_KEY, str(mistake)) from None
-    flavors = {name: build_flavor(name, pool, spec.cluster) for name, pool in spec.pools.items()}
+    mesh_agent = pipelines is not None and spec.front_door is not None  # Pipelines' sidecars keep Istio's CNI
+    flavors = {name: build_flavor(name, pool, spec.cluster, mesh_agent) for name, pool in spec.pools.items()}
     teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
     gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})
     sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
@@ -181,7 +185,8 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         front_door=derive_front_door(spec.front_door, spec.identity.platform_admins, spec.teams,
                                      {team.name: team.namespaces for team in teams},
                                      spec.observability.enabled and spec.observability.grafana,
-                                     _machine_issuer(spec, stack)),
+                                     _machine_issuer(spec, stack), pipelines is not None),
+        pipelines=pipelines,
     )
     problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
     if problem is not None:

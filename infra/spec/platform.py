@@ -14,6 +14,7 @@ from infra.spec.cluster import CiSpec, ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
+from infra.spec.pipelines.model import PipelinesSpec, check_pipelines
 from infra.spec.policy import PolicySpec
 from infra.spec.pools import MAX_NODES, PoolSpec
 from infra.spec.queues.queueing import Queueing, check_queueing
@@ -91,6 +92,7 @@ class PlatformSpec(Strict):
     audit: AuditSpec = Field(default_factory=AuditSpec)
     front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
     ci: CiSpec | None = None
+    pipelines: PipelinesSpec | None = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
@@ -106,6 +108,7 @@ class PlatformSpec(Strict):
         _check_group_forms(self.cluster.kind, self.identity, self.teams)
         check_group_personas(self.teams)
         self._check_front_door()
+        check_pipelines(self.pipelines, self.front_door is not None)
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")

@@ -78,6 +78,11 @@ class WebUi:
 # folder that only the team's groups may view or edit; platform admins are Grafana admins.
 GRAFANA = WebUi("grafana", "/grafana/", "observability",
                 MappingProxyType({"read": "Viewer", "edit": "Editor", "admin": "Admin"}))
+# Kubeflow Pipelines' UI: it has no roles of its own; the API server asks the cluster whether the user may act in
+# the namespace, which the upstream ClusterRoles kubeflow-pipelines-{view,edit} grant.
+PIPELINES_UI = WebUi("pipelines", "/pipeline", "pipelines",
+                     MappingProxyType({"read": "kubeflow-pipelines-view", "edit": "kubeflow-pipelines-edit",
+                                       "admin": "kubeflow-pipelines-edit"}))
 
 
 @dataclass(frozen=True)
@@ -155,9 +160,9 @@ def web_grants(platform_admins: list[str], teams: Mapping[str, TeamSpec],
 
 def derive_front_door(door: FrontDoorSpec | None, platform_admins: list[str], teams: Mapping[str, TeamSpec],
                       namespaces: Mapping[str, tuple[str, ...]], grafana: bool,
-                      issuer: MachineIssuer | None = None) -> FrontDoorFacts | None:
-    """The front door's facts, or None when the stack declares none; `grafana`: the stack runs Grafana; `issuer`:
-    the cluster's ServiceAccount token issuer (machine_issuer)."""
+                      issuer: MachineIssuer | None = None, pipelines: bool = False) -> FrontDoorFacts | None:
+    """The front door's facts, or None when the stack declares none; `grafana`, `pipelines`: the stack runs
+    Grafana, Kubeflow Pipelines; `issuer`: the cluster's ServiceAccount token issuer (machine_issuer)."""
     if door is None:
         return None
     provider = door.identity_provider
@@ -178,6 +183,6 @@ def derive_front_door(door: FrontDoorSpec | None, platform_admins: list[str], te
         secret_keys=(secret,),
         grants=web_grants(platform_admins, teams, namespaces),
         machine_accounts=tuple((ns, CI_SERVICE_ACCOUNT) for name in teams for ns in namespaces[name]),
-        uis=(GRAFANA,) if grafana else (),
+        uis=(*((GRAFANA,) if grafana else ()), *((PIPELINES_UI,) if pipelines else ())),
         machine_issuer=issuer,
     )

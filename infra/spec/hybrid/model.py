@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 MANAGER, WORKER = "manager", "worker"
 ROLE_KEYS = ("role", "link", "workerLostTimeout", "data")
 FRONT_DOOR = "frontDoor"  # the one section only the manager carries
+PIPELINES = "pipelines"  # served through the front door, so the manager's too
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
 
 
@@ -207,7 +208,8 @@ def _cluster_raw(raw: Mapping[str, Any], name: str, role: str, owner: Mapping[st
         if role == MANAGER or quota:
             own_teams[team] = {**{k: v for k, v in entry.items() if k != "burst"}, "quota": quota}
     # The front door is the manager's: the one entry, in front of the UIs that run there (docs/front-door.md).
-    own_sections = ("clusters", "pools", "teams") if role == MANAGER else ("clusters", "pools", "teams", FRONT_DOOR)
+    own_sections = ("clusters", "pools", "teams") if role == MANAGER else ("clusters", "pools", "teams", FRONT_DOOR,
+                                                                           PIPELINES)
     return {**{k: v for k, v in raw.items() if k not in own_sections},
             "cluster": _cluster_spec(name, clusters[name]),
             "pools": {pool: {k: v for k, v in spec.items() if k != "cluster"}

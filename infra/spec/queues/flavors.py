@@ -17,7 +17,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
-from infra.components import GPU_OPERATOR
+from infra.components import GPU_OPERATOR, ISTIO, MESH_AGENT_TOLERATION
 from infra.spec.base import parse_quantity
 from infra.spec.catalog import gpu_model
 from infra.spec.clouds import CLOUDS
@@ -121,11 +121,13 @@ def kubelet_reserve(pool: PoolSpec, cluster: ClusterSpec) -> NodeReserve:
     return reserve(machine) if reserve is not None and machine is not None else NodeReserve(Decimal(0), Decimal(0))
 
 
-def platform_reserve(cluster: ClusterSpec) -> NodeReserve:
-    """What the platform's own DaemonSets request on every node: the GPU Operator's, where it runs (taken on every
-    pool: the render may show fewer, never more)."""
-    requests = dict(GPU_OPERATOR.node_requests) if cluster.gpu_stack().operator else {}
-    return NodeReserve(parse_quantity(requests.get(CPU, "0")), parse_quantity(requests.get(MEMORY, "0")))
+def platform_reserve(cluster: ClusterSpec, mesh_agent: bool = False) -> NodeReserve:
+    """What the platform's own DaemonSets request on every node of a pool: the GPU Operator's, where it runs (taken
+    on every pool: the render may show fewer, never more), and Istio's CNI agent where it runs (`mesh_agent`)."""
+    parts = [*(GPU_OPERATOR.node_requests if cluster.gpu_stack().operator else ()),
+             *(ISTIO.node_requests if mesh_agent else ())]
+    return NodeReserve(sum((parse_quantity(q) for r, q in parts if r == CPU), Decimal(0)),
+                       sum((parse_quantity(q) for r, q in parts if r == MEMORY), Decimal(0)))
 
 
 def _origin(pool: PoolSpec, offer: GpuOffer | None) -> str:
@@ -154,10 +156,12 @@ def _taints(pool: PoolSpec, cluster: ClusterSpec) -> list[Taint]:
     return taints
 
 
-def build_flavor(name: str, pool: PoolSpec, cluster: ClusterSpec) -> Flavor:
+def build_flavor(name: str, pool: PoolSpec, cluster: ClusterSpec, mesh_agent: bool = False) -> Flavor:
+    """`mesh_agent`: the stack runs Istio's CNI agent (Pipelines' sidecars need it); it lands on untainted pools."""
     offer = gpu_offer(name, pool, cluster.gpu_stack())
     taints = _taints(pool, cluster)
-    kubelet, agents = kubelet_reserve(pool, cluster), platform_reserve(cluster)
+    kubelet = kubelet_reserve(pool, cluster)
+    agents = platform_reserve(cluster, mesh_agent and all(t.key == MESH_AGENT_TOLERATION for t in taints))
     reserve = NodeReserve(kubelet.cpu + agents.cpu, kubelet.memory + agents.memory)
     return Flavor(
         name=name,

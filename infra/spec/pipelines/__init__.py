@@ -1,0 +1,1 @@
+"""Kubeflow Pipelines: the stack section and its derived facts (model.py)."""

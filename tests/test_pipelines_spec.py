@@ -1,0 +1,145 @@
+"""The stack's `pipelines` section (infra/spec/pipelines/model.py): each bad input refused with one line naming the
+field path and the fix (exit 2, nothing run), its nearest valid neighbour accepted; manager-only on a multi-cluster
+stack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.commands import main
+from infra.offline import engine
+from infra.spec import SpecError, validate
+from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY, PLATFORM_KEY
+from infra.spec.pipelines.model import VENDORED_VERSIONS
+from tests.conftest import platform_of, raw_platform
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = raw
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return edit
+
+
+def _drop(key: str) -> Edit:
+    return lambda raw: raw.pop(key)
+
+
+# (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
+CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
+    ("unvendored version", "aws-prod", _set("pipelines.version", "2.17.0"), _set("pipelines.version", "2.16.0"),
+     "pipelines.version", ("2.17.0", "2.16.0", "vendored")),
+    ("an older version", "aws-prod", _set("pipelines.version", "2.15.0"), _set("pipelines.version", "2.16.0"),
+     "pipelines.version", ("2.16.0",)),
+    ("no front door", "onprem-lab", _drop("frontDoor"), _drop("pipelines"), "pipelines", ("frontDoor",)),
+    ("database on scratch", "onprem-lab", _set("pipelines.database.storageClass", "scratch"),
+     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
+     ("temporary", "checkpoints")),
+    ("database on a Delete class", "aws-prod", _set("pipelines.database.storageClass", "block"),
+     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
+     ("Delete", "Retain")),
+    ("definitions on a Delete class", "onprem-lab", _set("pipelines.definitions.storageClass", "block"),
+     _set("pipelines.definitions.storageClass", "checkpoints"), "pipelines.definitions.storageClass", ("Retain",)),
+    ("database on a bucket mount", "gcp-prod", _set("pipelines.database.storageClass", "datasets"),
+     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass", ("bucket",)),
+    ("no such class", "local", _set("pipelines.database.storageClass", "fast-ssd"),
+     _set("pipelines.database.storageClass", "datasets"), "pipelines.database.storageClass",
+     ("fast-ssd", "checkpoints")),
+    ("size not a quantity", "local", _set("pipelines.database.size", "lots"), _set("pipelines.database.size", "5Gi"),
+     "pipelines.database.size", ()),
+    ("unknown key", "local", _set("pipelines.database.replicas", 3), _set("pipelines.database.size", "1Gi"),
+     "pipelines.database.replicas", ()),
+    ("no version", "local", _set("pipelines", {"database": {"size": "5Gi"}}),
+     _set("pipelines", {"version": "2.16.0"}), "pipelines.version", ()),
+]
+
+
+def _refusal(raw: dict[str, Any], stack: str) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        validate(raw, stack)
+    return caught.value
+
+
+@pytest.mark.parametrize(("stack", "refused", "accepted", "path", "words"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_refused_with_its_path_and_the_neighbour_accepted(stack: str, refused: Edit, accepted: Edit, path: str,
+                                                          words: tuple[str, ...]) -> None:
+    raw = raw_platform(stack)
+    refused(raw)
+    error = _refusal(raw, stack)
+    assert error.path == f"{PLATFORM_KEY}.{path}", str(error)
+    for word in words:
+        assert word in error.message, f"{word!r} not in {error.message!r}"
+    raw = raw_platform(stack)
+    accepted(raw)
+    validate(raw, stack)
+
+
+def test_the_vendored_version_is_the_archive_s() -> None:
+    assert VENDORED_VERSIONS == ("2.16.0",)
+    assert all(platform_of(s).pipelines is not None for s in ("local", "onprem-lab", "aws-prod", "gcp-prod",
+                                                              "azure-prod"))
+
+
+def _write(tmp_path: Path, config: dict[str, Any]) -> Path:
+    path = tmp_path / "Pulumi.kfp.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(*_: object, **__: object) -> None:
+        raise AssertionError("the program ran on a refused stack")
+    monkeypatch.setattr(engine, "run", run)
+
+
+def _with(stack: str, edit: Edit) -> dict[str, Any]:
+    raw = raw_platform(stack)
+    edit(raw)
+    return raw
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize(("config", "words"), [
+    ({PLATFORM_KEY: _with("aws-prod", _set("pipelines.version", "9.9.9"))}, ("pipelines.version", "2.16.0")),
+    ({PLATFORM_KEY: _with("onprem-lab", _set("pipelines.database.storageClass", "scratch"))},
+     ("pipelines.database.storageClass", "temporary")),
+    ({PLATFORM_KEY: _with("local", _drop("frontDoor"))}, ("pipelines", "frontDoor")),
+    # the root password in plaintext, which Pulumi would hand back unencrypted
+    ({PLATFORM_KEY: raw_platform("local"), PIPELINES_DB_PASSWORD_KEY: "hunter2-but-long"},
+     (PIPELINES_DB_PASSWORD_KEY, "secret")),
+], ids=["version", "ephemeral class", "no front door", "password in plaintext"])
+def test_cli_exits_2_with_one_line_and_writes_nothing(config: dict[str, Any], words: tuple[str, ...],
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = tmp_path / "out"
+    code = main(["render", str(_write(tmp_path, config)), "--out", str(out_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2, err + out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err + out, err
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    assert not out_dir.exists()
+
+
+def test_an_empty_password_is_refused_by_the_program() -> None:
+    with pytest.raises(Exception, match=f"{PIPELINES_DB_PASSWORD_KEY}: is empty"):
+        engine.run("local", {PLATFORM_KEY: raw_platform("local"), PIPELINES_DB_PASSWORD_KEY: " "})
+
+
+def test_pipelines_run_on_the_manager_only() -> None:
+    hybrid = platform_of("hybrid-burst").hybrid
+    assert hybrid is not None
+    assert {name: member.pipelines is not None for name, member in hybrid.clusters.items()} == \
+        {"core": True, "burst": False}
