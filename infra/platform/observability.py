@@ -38,8 +38,8 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
-from infra.platform.pipeline_observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.pipeline_observability import NAMESPACE as PIPELINES_NAMESPACE
+from infra.platform.pipeline_observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.pipeline_observability import objects as pipeline_objects
 from infra.platform.pipeline_observability import scrape_jobs as pipeline_jobs
 from infra.platform.tenancy import psa_labels

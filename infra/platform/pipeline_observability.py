@@ -163,7 +163,7 @@ def pipeline_dashboard(platform: Platform) -> dict[str, Any]:
     pods), step durations (finished and running step pods), and the controller's own health."""
     team = 'namespace=~"$team"'
     pods = f'kube_pod_labels{{{team}, {WF}!=""}}'
-    runs = f'argo_workflows_total_count{{exported_namespace=~"$team"'
+    runs = 'argo_workflows_total_count{exported_namespace=~"$team"'
     by_pod = f"* on (namespace, pod) group_left ({WF}) {pods}"
     panels: list[tuple[str, str, list[tuple[str, str]]]] = [
         ("Runs started per team, per day", "short", [
