@@ -24,6 +24,7 @@ from infra.accept.runner import Check, Failed, Run, Skipped, run_check
 from infra.accept.web import TOKEN_FILE_ENV
 from infra.components import USERID_HEADER
 from infra.live.frontdoor import Answer
+from infra.live.mlmd import SERVICE, decode, encode, frame
 from infra.live.pipelines import API_PATH, Reply, pipeline_api_findings
 from infra.platform import pipeline_observability
 from tests.conftest import capture_of, platform_of
@@ -34,11 +35,26 @@ TOKEN, OTHER = "member-id-token", "other-team-id-token"
 PARAMETERS = {"dataset_version": "v3", "epochs": 2, "learning_rate": 0.001}
 PACKAGE: dict[str, Any] = {
     "pipelineInfo": {"name": "train-and-evaluate"}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.16.0",
-    "root": {"inputDefinitions": {"parameters": {
+    "components": {"comp-train": {"executorLabel": "exec-train"}},
+    "root": {"dag": {"tasks": {name: {"taskInfo": {"name": name}, "cachingOptions": {}} for name in (
+        "prepare-data", "train", "evaluate")}}, "inputDefinitions": {"parameters": {
                "dataset_version": {"parameterType": "STRING", "defaultValue": "v3"},
                "epochs": {"parameterType": "NUMBER_INTEGER", "defaultValue": 2},
                "learning_rate": {"parameterType": "NUMBER_DOUBLE", "defaultValue": 0.001}}}}}
 TASKS = ("prepare-data", "train", "evaluate")
+# The artifacts the example's run records in ML Metadata: (type id, display name, logged properties).
+ARTIFACTS: tuple[tuple[int, str, dict[str, Any]], ...] = (
+    (11, "dataset", {}), (12, "model", {"framework": "torch"}), (13, "metrics", {"accuracy": 0.9125}))
+
+
+def _trailer(status: int = 0, message: str = "") -> bytes:
+    text = f"grpc-status:{status}\r\n" + (f"grpc-message:{message}\r\n" if message else "")
+    return b"\x80" + len(text).to_bytes(4, "big") + text.encode()
+
+
+def _property(key: str, value: Any) -> bytes:
+    kind = 2 if isinstance(value, float) else 3 if isinstance(value, str) else 1
+    return encode([(1, key), (2, encode([(kind, value)]))])
 
 
 class FakePipelines:
@@ -72,9 +88,8 @@ class FakePipelines:
             state = "FAILED"
         second = run["index"] > 1
         tasks = [{"display_name": name, "state": "SKIPPED" if "cached" in self.faults and second else
-                  ("FAILED" if state == "FAILED" and name == "train" else "SUCCEEDED" if done else "RUNNING"),
-                  "outputs": {} if name == "prepare-data" and "no-artifacts" in self.faults else
-                  {f"{name}-out": {"artifact_ids": [len(self.runs) * 10 + 1]}}} for name in TASKS]
+                  ("FAILED" if state == "FAILED" and name == "train" else "SUCCEEDED" if done else "RUNNING")}
+                 for name in TASKS]
         parameters = dict(run["parameters"])
         if "drops-parameter" in self.faults:
             parameters.pop("epochs", None)
@@ -83,12 +98,37 @@ class FakePipelines:
         return {"run_id": run["id"], "state": state, "created_at": run["created"],
                 "finished_at": "2999-01-01T00:00:00Z" if done else None,
                 "runtime_config": {"parameters": parameters},
-                "run_details": {"task_details": [{"display_name": "root", "state": state}, *tasks]}}
+                "run_details": {"task_details": [{"display_name": "train-and-evaluate", "state": state}, *tasks]}}
+
+    def _mlmd(self, method: str, body: bytes) -> Reply:
+        """ML Metadata's answers as gRPC-Web frames: the run's context, then its artifacts."""
+        request = dict(decode(body[5:]))
+        if method == "GetContextByTypeAndName":
+            run_id = bytes(request[2]).decode()  # type: ignore[arg-type]
+            if request[1] != b"system.PipelineRun" or run_id not in self.runs or "no-context" in self.faults:
+                return Reply(200, _trailer(5, "context not found"))
+            return Reply(200, frame(encode([(1, encode([(1, 100 + self.runs[run_id]["index"]), (3, run_id)]))]))
+                         + _trailer())
+        if method == "GetArtifactsByContext":
+            index = int(request[1]) - 100  # type: ignore[arg-type]
+            found = b""
+            for type_id, name, extra in ([] if "no-artifacts" in self.faults else ARTIFACTS):
+                props = {**extra, "display_name": name}
+                if "metric-drifts" in self.faults and index > 1 and "accuracy" in props:
+                    props["accuracy"] = 0.9311
+                artifact = encode([(1, index * 10 + type_id), (2, type_id), (3, f"s3://team/run{index}/{name}"),
+                                   (6, 2), *((5, _property(k, v)) for k, v in props.items())])
+                found += encode([(1, artifact)])
+            return Reply(200, frame(found) + _trailer())
+        return Reply(200, _trailer(12, f"no method {method}"))
 
     def call(self, method: str, url: str, headers: Mapping[str, str], body: bytes | None = None) -> Reply:
         parsed = urlparse(url)
-        path, query = parsed.path.split(API_PATH, 1)[1], parse_qs(parsed.query)
         who = {f"Bearer {TOKEN}": "member", f"Bearer {OTHER}": "other"}.get(headers.get("Authorization", ""))
+        if parsed.path.startswith(f"/{SERVICE.strip('/')}/"):
+            assert headers["Content-Type"] == "application/grpc-web+proto" and who == "member" and body
+            return self._mlmd(parsed.path.rsplit("/", 1)[1], body)
+        path, query = parsed.path.split(API_PATH, 1)[1], parse_qs(parsed.query)
         self.asked.append((method, path, who or "anonymous"))
         if who is None:
             return Reply(302, None)
@@ -99,6 +139,7 @@ class FakePipelines:
             return Reply(200, {})
         if path == "/pipelines/upload":
             assert body is not None and b"train-and-evaluate" in body and query["namespace"] == [self.namespace]
+            assert body.count(b"enableCache: false") == len(TASKS)  # uploaded with caching off
             self.pipelines["p1"] = {"name": query["name"][0]}
             return Reply(200, {"pipeline_id": "p1", "namespace": self.namespace})
         if path == "/pipelines/p1/versions":
@@ -169,9 +210,11 @@ def test_the_example_runs_twice_on_the_team_queue_and_another_team_is_refused(on
 @pytest.mark.parametrize(("fault", "says"), [
     ("fails", "ended FAILED: train FAILED"),
     ("drops-parameter", "run record: parameters recorded"),
-    ("no-artifacts", "task prepare-data recorded no output artifact"),
+    ("no-artifacts", "ML Metadata holds no artifact of the run"),
+    ("no-context", "ML Metadata for run r1: grpc-status 5 context not found"),
+    ("metric-drifts", "accuracy = 0.9311 in the rerun, 0.9125 in the first run"),
     ("off-queue", "no Kueue Workload in"),
-    ("cached", "differs from the first run"),
+    ("cached", "tasks differ: evaluate SKIPPED"),
     ("differs", "differs from the first run"),
     ("leaks", "another team's member got HTTP 200"),
 ])
@@ -182,17 +225,32 @@ def test_each_misbehaviour_fails_the_check_and_everything_is_deleted(on: Path, f
     assert "/pipelines/p1" in api.deleted and "/experiments/e1" in api.deleted
 
 
-def test_a_record_is_checked_task_by_task() -> None:
-    def record(*tasks: dict[str, Any]) -> dict[str, Any]:
-        return {"runtime_config": {"parameters": {}}, "run_details": {"task_details": list(tasks)}}
+def test_a_record_is_checked_task_and_artifact_by_artifact() -> None:
+    from infra.live.mlmd import Artifact
 
-    empty = {"display_name": "train", "state": "SUCCEEDED", "outputs": {"model": {"artifact_ids": []}}}
-    assert check._recorded(record(empty), {}) == ["task train recorded an output with no artifact"]
-    bare = {"display_name": "train", "state": "SUCCEEDED"}
-    assert check._recorded(record(bare), {}) == ["task train recorded no output artifact"]
-    good = {"display_name": "train", "state": "SUCCEEDED", "outputs": {"model": {"artifact_ids": [7]}}}
-    assert check._recorded(record(good), {}) == []
-    assert check._recorded(record(), {}) == ["no task recorded"]
+    record = {"runtime_config": {"parameters": {"a": 1}}, "run_details": {"task_details": [
+        {"display_name": "train", "state": "SUCCEEDED"}, {"display_name": "branch", "state": "SKIPPED"}]}}
+    good = Artifact(1, 2, "s3://bucket/run/model", 2, {"display_name": "model"})
+    assert check._recorded(record, {"a": 1}, [good]) == []
+    assert check._recorded(record, {"a": 1}, []) == ["ML Metadata holds no artifact of the run"]
+    gone = Artifact(1, 2, "s3://bucket/run/model", 4, {})
+    assert check._recorded(record, {"a": 1}, [gone]) == [
+        "artifact 1 is not LIVE with a URI (state 4, uri 's3://bucket/run/model')"]
+    failed = {**record, "run_details": {"task_details": [{"display_name": "train", "state": "FAILED"}]}}
+    assert check._recorded(failed, {"a": 2}, [good]) == ['parameters recorded {"a": 1}, sent {"a": 2}',
+                                                         "task train is FAILED"]
+
+
+def test_doubles_compare_to_a_relative_tolerance_at_its_edge() -> None:
+    from infra.live.mlmd import Artifact
+
+    record = {"runtime_config": {"parameters": {}}, "run_details": {"task_details": []}}
+
+    def metrics(value: float) -> tuple[dict[str, Any], list[Artifact]]:
+        return record, [Artifact(1, 3, "u", 2, {"display_name": "metrics", "accuracy": value})]
+
+    assert check.difference(metrics(1.0), metrics(1.0 + 0.9e-6)) is None
+    assert check.difference(metrics(1.0), metrics(1.0 + 1.1e-6)) is not None
 
 
 def test_without_the_other_token_the_isolation_step_says_it_was_not_checked(on: Path,
@@ -250,3 +308,17 @@ def test_verify_checks_the_pipelines_api_refuses_without_a_token(monkeypatch: py
     assert len(found) == findings, found
     assert platform.front_door is not None
     assert gateway.asked[0] == f"{platform.front_door.url}/pipeline/apis/v2beta1/healthz"
+
+
+def test_an_artifact_decodes_from_its_wire_bytes_written_by_hand() -> None:
+    """ml_metadata.Artifact{id: 5, type_id: 2, uri: "s3://b", state: LIVE, custom_properties: {acc: 0.5}}, encoded
+    by hand from metadata_store.proto's field numbers (not by this code's encoder)."""
+    from infra.live.mlmd import artifact, unframe
+
+    wire = bytes.fromhex("0805" "1002" "1a06" + b"s3://b".hex() + "2a10" "0a03" + b"acc".hex()
+                         + "1209" "11" "000000000000e03f" "3002")
+    found = artifact(wire)
+    assert (found.id, found.type_id, found.uri, found.state, found.properties) == (5, 2, "s3://b", 2, {"acc": 0.5})
+    assert unframe(frame(wire) + _trailer()) == wire
+    with pytest.raises(Exception, match="grpc-status 7 denied"):
+        unframe(_trailer(7, "denied"))

@@ -1,23 +1,25 @@
 """`trainyard accept`'s `pipeline` check (issue 30 point 7, docs/acceptance.md): the example pipeline, end to end
 through the Kubeflow Pipelines REST API (v2beta1) behind the front door, as a member of the accept team.
 
-Steps, each reported in the evidence: upload the compiled example into the team's namespace; run it with its
-declared parameters (their defaults, sent explicitly) in an experiment of that namespace; wait for SUCCEEDED; check
-the run records the parameters as sent and each task its output artifacts; check the run's training went through
+Steps, each reported in the evidence: upload the compiled example into the team's namespace, with caching off
+for its tasks (as the SDK's `enable_caching=False` does: a step served from the cache proves nothing, and every
+accept run sends the same parameters); run it with its declared parameters (their defaults, sent explicitly) in an
+experiment of that namespace; wait for SUCCEEDED; check the run records the parameters as sent, no task failed, and
+ML Metadata holds its artifacts (each LIVE, with a URI: infra/live/mlmd.py); check the run's training went through
 the team's queue (the Kueue Workloads created in the namespace while it ran, admitted by the team's ClusterQueue);
-run it again with the same parameters and compare: same parameters recorded, the same tasks succeeded with the same
-outputs, none served from the cache (a cached rerun proves nothing); as a member of another team, be refused the
-run and the namespace's run list. Everything created is deleted at the end, whatever happened.
+run it again with the same parameters and compare: the same parameters, the same tasks in the same states, the same
+artifacts with the same properties (logged metrics included; doubles to a relative 1e-6); as a member of another
+team, be refused the run and the namespace's run list. Everything created through the API is deleted at the end,
+whatever happened (the artifacts stay in the team's store and in ML Metadata, like any run's).
 
 Tokens: a member of the team (engineer) in $TRAINYARD_WEB_TOKEN_FILE, as the `front-door` check; a member of
-another team in $TRAINYARD_WEB_OTHER_TOKEN_FILE (without it the refusal step is reported as not checked). The
-v2beta1 API returns artifact IDs, not their contents: the comparison covers which artifacts each task recorded,
-not the metric values inside them (those live in ML Metadata).
+another team in $TRAINYARD_WEB_OTHER_TOKEN_FILE (without it the refusal step is reported as not checked).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +28,7 @@ import yaml
 from infra.accept.runner import Failed, Run, Skipped
 from infra.accept.web import token_from
 from infra.kit.paths import ROOT
+from infra.live.mlmd import LIVE, Artifact, Mlmd, MlmdError
 from infra.live.pipelines import HttpsPipelinesApi, PipelinesApi, base_url, multipart
 from infra.platform import pipeline_observability
 
@@ -35,6 +38,7 @@ OTHER_TOKEN_FILE_ENV = "TRAINYARD_WEB_OTHER_TOKEN_FILE"
 FINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 REFUSED = (401, 403)
 POLL_SECONDS = 15.0
+RELATIVE_TOLERANCE = 1e-6  # logged doubles of two runs of the same code, data and parameters
 
 
 def parameters(package: str) -> dict[str, Any]:
@@ -47,6 +51,19 @@ def parameters(package: str) -> dict[str, Any]:
     if missing:
         raise Failed(f"{PACKAGE}: parameter '{missing[0]}' has no default: accept runs the example as it ships")
     return {name: item["defaultValue"] for name, item in sorted(declared.items())}
+
+
+def without_cache(package: str) -> bytes:
+    """The package with every task's cachingOptions.enableCache false (root's DAG and each component's)."""
+    docs = list(yaml.safe_load_all(package))
+    for doc in docs:
+        if not isinstance(doc, dict) or "root" not in doc:
+            continue
+        dags = [doc["root"].get("dag", {}), *(c.get("dag", {}) for c in doc.get("components", {}).values())]
+        for dag in dags:
+            for task in dag.get("tasks", {}).values():
+                task["cachingOptions"] = {"enableCache": False}
+    return yaml.safe_dump_all(docs, sort_keys=False).encode()
 
 
 class Session:
@@ -77,44 +94,57 @@ def _time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
-def _tasks(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The run's tasks by name (the DAG's own driver task, named after the run's root, is not a step)."""
-    return {task["display_name"]: task for task in record.get("run_details", {}).get("task_details", [])
-            if task.get("display_name") not in ("", "root")}
+def _tasks(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, state) of the run's tasks (KFP 2.16 reports the workflow's nodes), sorted."""
+    return sorted((str(task.get("display_name", "")), str(task.get("state", "")))
+                  for task in record.get("run_details", {}).get("task_details", []) or [])
 
 
-def _outputs(task: dict[str, Any]) -> dict[str, int]:
-    return {name: len(listed.get("artifact_ids", [])) for name, listed in (task.get("outputs") or {}).items()}
-
-
-def _recorded(record: dict[str, Any], sent: dict[str, Any]) -> list[str]:
-    """What the run's record gets wrong: the parameters as sent; every task succeeded (not from the cache) and
-    recorded its output artifacts (each step of the example hands one on)."""
+def _recorded(record: dict[str, Any], sent: dict[str, Any], artifacts: list[Artifact]) -> list[str]:
+    """What the run's record gets wrong: the parameters as sent, no task failed, its artifacts in ML Metadata."""
     problems = []
     kept = record.get("runtime_config", {}).get("parameters", {})
     if kept != sent:
         problems.append(f"parameters recorded {json.dumps(kept, sort_keys=True)}, sent "
                         f"{json.dumps(sent, sort_keys=True)}")
-    tasks = _tasks(record)
-    if not tasks:
-        problems.append("no task recorded")
-    for name, task in sorted(tasks.items()):
-        if task.get("state") == "SKIPPED":
-            problems.append(f"task {name} was served from the cache, so it proves nothing: compile the example "
-                            "with caching off for its steps")
-        elif task.get("state") != "SUCCEEDED":
-            problems.append(f"task {name} is {task.get('state')}")
-        elif not _outputs(task) or any(count == 0 for count in _outputs(task).values()):
-            problems.append(f"task {name} recorded no output artifact" if not _outputs(task) else
-                            f"task {name} recorded an output with no artifact")
+    problems += [f"task {name} is {state}" for name, state in _tasks(record) if state not in ("SUCCEEDED", "SKIPPED")]
+    if not artifacts:
+        problems.append("ML Metadata holds no artifact of the run")
+    problems += [f"artifact {a.id} is not LIVE with a URI (state {a.state}, uri '{a.uri}')" for a in artifacts
+                 if a.state != LIVE or not a.uri]
     return problems
 
 
-def _signature(record: dict[str, Any]) -> dict[str, Any]:
-    """What two runs of the same code, data and parameters must share."""
-    return {"parameters": record.get("runtime_config", {}).get("parameters", {}),
-            "tasks": {name: {"state": task.get("state"), "outputs": _outputs(task)}
-                      for name, task in sorted(_tasks(record).items())}}
+def _same(one: Any, other: Any) -> bool:
+    if isinstance(one, float) and isinstance(other, float):
+        return math.isclose(one, other, rel_tol=RELATIVE_TOLERANCE)
+    return bool(one == other)
+
+
+def _keyed(artifacts: list[Artifact]) -> dict[str, Artifact]:
+    """The artifacts by type and display name (the URIs differ: each run writes under its own id)."""
+    return {f"{a.type_id}/{a.properties.get('display_name', a.id)}": a for a in artifacts}
+
+
+def difference(first: tuple[dict[str, Any], list[Artifact]], rerun: tuple[dict[str, Any], list[Artifact]]) -> \
+        str | None:
+    """The first way the rerun differs from the first run, or None."""
+    (one, one_artifacts), (two, two_artifacts) = first, rerun
+    params = [r.get("runtime_config", {}).get("parameters", {}) for r in (one, two)]
+    if params[0] != params[1]:
+        return f"parameters {json.dumps(params[1], sort_keys=True)} vs {json.dumps(params[0], sort_keys=True)}"
+    if _tasks(one) != _tasks(two):
+        changed = sorted(set(_tasks(two)) ^ set(_tasks(one)))
+        return f"tasks differ: {', '.join(f'{n} {s}' for n, s in changed[:4])}"
+    a, b = _keyed(one_artifacts), _keyed(two_artifacts)
+    if sorted(a) != sorted(b):
+        return f"artifacts {sorted(b)} vs {sorted(a)}"
+    for key in sorted(a):
+        for name in sorted(set(a[key].properties) | set(b[key].properties)):
+            if not _same(a[key].properties.get(name), b[key].properties.get(name)):
+                return (f"artifact {key}: {name} = {b[key].properties.get(name)!r} in the rerun, "
+                        f"{a[key].properties.get(name)!r} in the first run")
+    return None
 
 
 class Pipeline:
@@ -129,7 +159,7 @@ class Pipeline:
         self.steps.append(line)
 
     def upload(self, name: str) -> str:
-        body, kind = multipart("uploadfile", PACKAGE.name, PACKAGE.read_bytes())
+        body, kind = multipart("uploadfile", PACKAGE.name, without_cache(PACKAGE.read_text(encoding="utf-8")))
         pipeline = self.session.json("POST", f"/pipelines/upload?name={name}&namespace={self.namespace}",
                                      raw=body, kind=kind)
         pipeline_id = pipeline["pipeline_id"]
@@ -139,7 +169,7 @@ class Pipeline:
             raise Failed(f"pipeline {pipeline_id} was uploaded with no version")
         version_id = versions[0]["pipeline_version_id"]
         self.created.insert(0, f"/pipelines/{pipeline_id}/versions/{version_id}")
-        self.step(f"upload: pipeline {pipeline_id} version {version_id} in {self.namespace}")
+        self.step(f"upload: pipeline {pipeline_id} version {version_id} in {self.namespace}, caching off")
         experiment = self.session.json("POST", "/experiments", {"display_name": name, "namespace": self.namespace})
         self.created.insert(0, f"/experiments/{experiment['experiment_id']}")
         return json.dumps({"experiment_id": experiment["experiment_id"], "pipeline_version_reference": {
@@ -160,9 +190,18 @@ class Pipeline:
         self.step(f"run {name}: {run_id} {record['state']} ({record.get('created_at')} .. "
                   f"{record.get('finished_at')})")
         if record["state"] != "SUCCEEDED":
-            failed = [f"{n} {t.get('state')}" for n, t in _tasks(record).items() if t.get("state") != "SUCCEEDED"]
+            failed = [f"{n} {state}" for n, state in _tasks(record) if state not in ("SUCCEEDED", "SKIPPED")]
             raise Failed(f"run {name} ended {record['state']}: {', '.join(failed) or record.get('error')}")
         return record
+
+    def journal(self, mlmd: Mlmd, record: dict[str, Any]) -> list[Artifact]:
+        try:
+            found = mlmd.run_artifacts(record["run_id"])
+        except MlmdError as error:
+            raise Failed(f"ML Metadata for run {record['run_id']}: {error}") from None
+        self.run.evidence.setdefault("artifacts", {})[record["run_id"]] = [
+            f"{a.properties.get('display_name', a.id)} {a.uri}" for a in found]
+        return found
 
     def queued(self, record: dict[str, Any]) -> str:
         """The Workloads made in the namespace while the run ran: at least one, each admitted by the team's queue."""
@@ -211,27 +250,29 @@ def pipeline(run: Run) -> str:
     sent = parameters(PACKAGE.read_text(encoding="utf-8"))
     api = run.pipelines or HttpsPipelinesApi()
     namespace = next(t for t in platform.teams if t.name == run.team).namespaces[0]
-    member = Session(api, base_url(door), token_from())
+    token = token_from()
+    member, mlmd = Session(api, base_url(door), token), Mlmd(api, door.url, token)
     job = Pipeline(run, member, namespace)
     name = f"trainyard-accept-{run.stamp or 'run'}"
     run.evidence["parameters"] = sent
     try:
         source = job.upload(name)
         first = job.start(source, f"{name}-1", sent)
-        problems = _recorded(first, sent)
+        first_artifacts = job.journal(mlmd, first)
+        problems = _recorded(first, sent, first_artifacts)
         if problems:
             raise Failed(f"run record: {problems[0]}")
-        job.step(f"record: parameters as sent, {len(_tasks(first))} task(s) succeeded with their artifacts")
+        job.step(f"record: parameters as sent, {len(_tasks(first))} task(s), {len(first_artifacts)} artifact(s) "
+                 "in ML Metadata")
         queue = job.queued(first)
         second = job.start(source, f"{name}-2", sent)
-        if _signature(second) != _signature(first):
-            run.evidence["compared"] = {"first": _signature(first), "rerun": _signature(second)}
-            raise Failed("the rerun with the same parameters differs from the first run (evidence: compared)")
-        job.step("rerun: same parameters, same tasks succeeded with the same outputs, none from the cache")
+        changed = difference((first, first_artifacts), (second, job.journal(mlmd, second)))
+        if changed:
+            raise Failed(f"the rerun with the same parameters differs from the first run: {changed}")
+        job.step("rerun: same parameters, same tasks and states, same artifacts and properties")
         try:
-            isolation = job.refused_to(Session(api, base_url(door), token_from(OTHER_TOKEN_FILE_ENV,
-                                                                               "another team's member's")),
-                                       first["run_id"])
+            other = token_from(OTHER_TOKEN_FILE_ENV, "another team's member's")
+            isolation = job.refused_to(Session(api, base_url(door), other), first["run_id"])
         except Skipped as why:
             isolation = f"isolation not checked ({why})"
             job.step(isolation)

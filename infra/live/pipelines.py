@@ -27,7 +27,7 @@ API_PATH = "/pipeline/apis/v2beta1"
 
 class Reply(NamedTuple):
     status: int  # 0: no HTTP answer
-    body: Any  # the JSON answer, or the text when it is not JSON
+    body: Any  # the JSON answer, the text when it is not JSON, the bytes of a gRPC-Web answer
     error: str = ""
 
 
@@ -48,14 +48,17 @@ class HttpsPipelinesApi:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method=method)
         try:
             with opener.open(request, timeout=TIMEOUT) as response:
-                return Reply(response.status, _parsed(response.read()))
+                return Reply(response.status, _parsed(response.read(), response.headers.get("Content-Type", "")))
         except urllib.error.HTTPError as error:
-            return Reply(error.code, _parsed(error.read() if error.fp else b""))
+            kind = error.headers.get("Content-Type", "") if error.headers else ""
+            return Reply(error.code, _parsed(error.read() if error.fp else b"", kind))
         except OSError as error:  # DNS, refused, TLS verification, timeout
             return Reply(0, None, " ".join(str(getattr(error, "reason", error)).split())[:200])
 
 
-def _parsed(data: bytes) -> Any:
+def _parsed(data: bytes, kind: str) -> Any:
+    if "grpc" in kind:  # ML Metadata's gRPC-Web frames (infra/live/mlmd.py)
+        return data
     text = data.decode("utf-8", "replace")
     try:
         return json.loads(text) if text.strip() else None
