@@ -226,3 +226,22 @@ def test_nothing_of_it_on_a_stack_without_pipelines() -> None:
     assert _rules(capture) == []
     assert "trainyard-dashboard-pipelines" not in {o["metadata"]["name"] for o in kube_objects(capture, "ConfigMap")}
     assert not {"workflow-controller", "ml-pipeline"} & set(scrape_jobs(platform_of(STACK)))
+
+
+def test_verify_warns_when_prometheus_holds_no_series_a_pipeline_alert_reads(on: None) -> None:
+    from infra.live.verify import alert_series_findings
+
+    platform = platform_of(STACK)
+
+    class Prometheus:
+        def __init__(self, names: set[str]) -> None:
+            self.names = names
+
+        def metric_names(self) -> set[str]:
+            return self.names
+
+    everything = {name for rule in pipelines.pipeline_rules(platform) for name in metric_names(rule["expr"])}
+    base = [f.subject for f in alert_series_findings(platform, Prometheus(set()))]  # type: ignore[arg-type]
+    assert "metric argo_workflows_total_count" in base
+    held = Prometheus(everything | {n for f in base for n in [f.removeprefix("metric ")]})
+    assert alert_series_findings(platform, held) == []  # type: ignore[arg-type]
