@@ -165,7 +165,9 @@ class FakePipelines:
 
 @pytest.fixture
 def on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Pipelines declared, the compiled example in place, the team member's token; returns the token folder."""
+    """Pipelines declared, the compiled example in place, the team member's token; returns the token folder. The
+    stack's run is taken first: made with the switch on, it would be cached on disk for every other test."""
+    capture_of(STACK)
     monkeypatch.setattr(pipeline_observability, "pipelines_declared", lambda platform: True)
     package = tmp_path / "pipeline.yaml"
     package.write_text(yaml.safe_dump(PACKAGE) + "---\nplatforms: {kubernetes: {}}\n")
