@@ -42,10 +42,11 @@ KNOWN_IDS = {
     "multikueue-worker-mirror", "burst-data-egress", "burst-data-registries",
     "live-gpu-capacity", "live-operators-available", "live-cluster-queues-active", "live-persona-access",
     "live-scrape-targets-up", "live-alert-series", "live-prerequisites", "live-multikueue-active", "live-burst-secrets",
-    "live-front-door",
+    "live-front-door", "live-pipelines-api",
 }
 KEBAB = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
-LIVE_MODULES = ("infra.live.verify", "infra.live.hybrid", "infra.live.prerequisites", "infra.live.frontdoor")
+LIVE_MODULES = ("infra.live.verify", "infra.live.hybrid", "infra.live.prerequisites", "infra.live.frontdoor",
+                "infra.live.pipelines")
 ENTRIES: list[Any] = [*CHECKS, *STACK_CHECKS, *LIVE_CHECKS]
 
 

@@ -36,6 +36,7 @@ OTHER_MEANINGS = {
     ("infra/platform/backup.py", "velero"): 2,  # the drill's `velero restore describe` hint; an output key
     ("infra/live/verify.py", "monitoring"): 1,  # prose: "is the monitoring stack up?"
     ("infra/spec/hybrid/model.py", "auth"): 2,  # kubeconfig keys (auth-provider) and prose (basic auth)
+    ("infra/spec/metrics.py", "kubeflow"): 1,  # the source of a metric: the kubeflow/pipelines repository
 }
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 if TYPE_CHECKING:
     from infra.accept.kube import Kube
     from infra.live.frontdoor import Web
+    from infra.live.pipelines import PipelinesApi
     from infra.spec import Platform
 
 T = TypeVar("T")
@@ -70,8 +71,10 @@ class Run:
     clock: Clock
     drain_node: str | None = None
     stamp: str = ""  # UTC time of the run, for names of objects outside the namespace (the drill Job)
+    commit: str = ""  # the repository commit under test (what a pipeline run records as its code)
     render: Callable[[], Any] | None = None  # the stack's offline render (the access matrix), made on demand
     web: Web | None = None  # HTTPS to the front door (None: the real one, infra/live/frontdoor.py)
+    pipelines: PipelinesApi | None = None  # the Pipelines REST API (None: the real one, infra/live/pipelines.py)
     deadline: float = 0.0
     evidence: dict[str, Any] = field(default_factory=dict)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.accept import platform_checks, queueing, training, web
+from infra.accept import pipeline, platform_checks, queueing, training, web
 from infra.accept.jobs import support_objects
 from infra.accept.kube import Kube
 from infra.accept.report import document, write
@@ -43,6 +43,9 @@ def checks(platform: Platform) -> tuple[Check, ...]:
         Check("front-door", web.front_door, 5 * 60,
               f"signed in with a team member's ID token (file in ${web.TOKEN_FILE_ENV}), each UI behind the front "
               "door answers and refuses the same request without it; another team's views where a UI has them"),
+        Check("pipeline", pipeline.pipeline, 90 * 60,
+              "the example pipeline uploaded, run on the team's queue and rerun through the Pipelines API behind "
+              "the front door; parameters and artifacts recorded, the rerun the same; another team refused"),
         Check("preemption", queueing.preemption, 30 * 60,
               "a job at the highest priority preempts one at the lowest in the team's queue", disruptive=True),
         Check("node-failure", training.node_failure, 45 * 60,
@@ -147,7 +150,8 @@ def accept(platform: Platform, *, context: str | None, team: str, chosen: Sequen
     except CannotRun as problem:
         return _finish(report_dir, document(header, results, str(problem)), CANNOT_RUN)
     run = Run(platform, kube, namespace, team, clock, drain_node=drain_node,
-              stamp=time.strftime("%Y%m%d%H%M%S", time.gmtime()), render=render)
+              stamp=time.strftime("%Y%m%d%H%M%S", time.gmtime()), render=render,
+              commit=str(header["commit"]).split()[0])
     try:
         try:
             _prepare(kube, platform, team, namespace)

@@ -24,16 +24,17 @@ NO_TEAM_VIEWS = {"grafana": "Grafana has no per-team view yet (it does not read 
                             "person reaches all of it)"}
 
 
-def _token() -> str:
-    path = os.environ.get(TOKEN_FILE_ENV)
+def token_from(env: str = TOKEN_FILE_ENV, whose: str = "a team member's") -> str:
+    """The ID token in the file $env names (Skipped without the variable; Failed for an unreadable or empty file)."""
+    path = os.environ.get(env)
     if not path:
-        raise Skipped(f"no token: set {TOKEN_FILE_ENV} to a file holding a team member's OIDC ID token")
+        raise Skipped(f"no token: set {env} to a file holding {whose} OIDC ID token")
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except OSError as error:
-        raise Failed(f"{TOKEN_FILE_ENV}={path}: cannot read the token ({error.strerror})") from None
+        raise Failed(f"{env}={path}: cannot read the token ({error.strerror})") from None
     if not token:
-        raise Failed(f"{TOKEN_FILE_ENV}={path}: the file is empty")
+        raise Failed(f"{env}={path}: the file is empty")
     return token
 
 
@@ -41,7 +42,7 @@ def front_door(run: Run) -> str:
     door = run.platform.front_door
     if door is None or not door.uis:
         raise Skipped("the stack declares no front door" if door is None else "no web UI behind the front door")
-    token = _token()
+    token = token_from()
     web = run.web or HttpsWeb()
     reached, problems = [], []
     for ui in door.uis:

@@ -201,6 +201,9 @@ LIVE_CHECKS: tuple[LiveEntry, ...] = (
               "and burst ClusterQueues are active", "infra.live.hybrid:multikueue_findings"),
     LiveEntry("live-front-door", "error", "The gateway answers on the host, sends an anonymous request to sign-in "
               "and refuses a forged identity header without a token", "infra.live.frontdoor:front_door_findings"),
+    LiveEntry("live-pipelines-api", "error", "With pipelines: the Pipelines API answers through the gateway and "
+              "refuses a request without a token or with a forged identity header",
+              "infra.live.pipelines:pipeline_api_findings"),
     LiveEntry("live-burst-secrets", "error", "On a worker: the Secrets its burst needs and the pull Secrets on the "
               "team data accounts exist", "infra.live.hybrid:worker_data_findings"),
 )

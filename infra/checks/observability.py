@@ -15,7 +15,9 @@ import promql_parser
 
 from infra.checks.context import Context
 from infra.components import MONITORING
+from infra.platform.kfp.observability import JOBS as PIPELINE_JOBS
 from infra.spec import Finding, Platform
+from infra.spec.metrics import PIPELINE_CATALOG, series_names
 from infra.spec.observability import RELATIVE_RUNBOOK, ObservabilityFacts
 from infra.vocabulary import RECEIVERS_ANNOTATION
 
@@ -64,12 +66,33 @@ def _rules(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]
                     yield f"PrometheusRule/{obj['metadata']['name']}", rule
 
 
+def scraped_jobs(objects: list[dict[str, Any]]) -> set[str]:
+    """The jobs the rendered monitors name through their jobLabel (the selected pods' or Services' label value)."""
+    jobs = set()
+    for obj in objects:
+        spec = obj.get("spec", {}) if obj.get("kind") in ("PodMonitor", "ServiceMonitor") else {}
+        job = spec.get("selector", {}).get("matchLabels", {}).get(spec.get("jobLabel", ""))
+        if job:
+            jobs.add(job)
+    return jobs
+
+
+def _pipeline_series(objects: list[dict[str, Any]], facts: ObservabilityFacts) -> set[str]:
+    """The pipeline layer's series: those of an exporter the stack runs anyway (kube-state-metrics), and those of
+    Argo and the KFP API server only where a rendered monitor scrapes their job."""
+    jobs = scraped_jobs(objects)
+    return {name for metric in PIPELINE_CATALOG
+            if metric.component in facts.components or PIPELINE_JOBS.get(metric.component) in jobs
+            for name in series_names(metric)}
+
+
 def _known(objects: list[dict[str, Any]], facts: ObservabilityFacts | None) -> set[str] | None:
     """The catalog's metrics and the recorded ones; None (any name) for a chart's own rules and dashboards,
     which read what the chart itself deploys and are tested upstream: for them only the parse is checked."""
     if facts is None:
         return None
-    return set(facts.catalog()) | {rule["record"] for _, rule in _rules(objects) if "record" in rule}
+    return (set(facts.catalog()) | _pipeline_series(objects, facts)
+            | {rule["record"] for _, rule in _rules(objects) if "record" in rule})
 
 
 def rule_findings(objects: list[dict[str, Any]], facts: ObservabilityFacts | None) -> list[Finding]:

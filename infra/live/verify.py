@@ -4,7 +4,7 @@ Checks: GPU allocatable per pool vs declared capacity, fabric devices on every n
 deployments available, CRDs served, ClusterQueues active, Prometheus scraping every platform exporter and holding
 a series for every metric an alert reads (a warning), the persona access matrix (SubjectAccessReviews for the
 teams' groups), the cluster prerequisites the stack needs (infra/live/prerequisites.py) and the front door over
-HTTPS (infra/live/frontdoor.py). Exit 0 when
+HTTPS (infra/live/frontdoor.py), and with pipelines their API behind it (infra/live/pipelines.py). Exit 0 when
 everything holds, 1 otherwise.
 """
 
@@ -20,8 +20,10 @@ from infra.checks.observability import metric_names
 from infra.components import KUEUE, MONITORING, TRAINER, VELERO, operator_namespaces
 from infra.live.frontdoor import HttpsWeb, front_door_findings
 from infra.live.hybrid import multikueue_findings, worker_data_findings
+from infra.live.pipelines import pipeline_api_findings
 from infra.live.prerequisites import prerequisite_findings
 from infra.platform.alerts import rule_groups
+from infra.platform.kfp.observability import pipeline_rules
 from infra.platform.observability import PROMETHEUS_SERVICE, scrape_jobs
 from infra.spec import Finding, Platform, SpecError
 from infra.spec.base import parse_quantity
@@ -152,7 +154,7 @@ def alert_series_findings(platform: Platform, cluster: LiveCluster) -> list[Find
         present = cluster.metric_names()
     except Exception:  # an unreachable Prometheus is reported once, by target_findings
         return []
-    groups = rule_groups(platform, MONITORING_NAMESPACE)
+    groups = rule_groups(platform, MONITORING_NAMESPACE, [("trainyard-pipelines", pipeline_rules(platform))])
     recorded = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
     readers: dict[str, set[str]] = {}
     for group in groups:
@@ -323,7 +325,7 @@ def connect_and_verify(platform: Platform, context: str | None) -> list[Finding]
     try:
         live = KubernetesCluster(context)
         return [*verify(platform, live), *multikueue_findings(platform, live), *worker_data_findings(platform, live),
-                *front_door_findings(platform, HttpsWeb())]
+                *front_door_findings(platform, HttpsWeb()), *pipeline_api_findings(platform, HttpsWeb())]
     except (ConfigException, HTTPError, ApiException, OSError) as error:
         raise SpecError(where, f"cannot connect to the cluster: {_why(error)}; point KUBECONFIG or --context at the "
                                "stack's cluster (a read-only verifier's kubeconfig is enough)") from None

@@ -61,11 +61,12 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access(named("access"), platform, provider, tenancy.namespaces)
     Admission(named("admission"), platform, provider)
-    monitored = [trainer, kueue, backup, *([gpu] if gpu else [])]
+    # Pipelines' namespace first: the front door routes into it, and Prometheus' monitors of it land there.
+    kfp = pipelines(platform, provider, tenancy.namespaces)
+    monitored = [trainer, kueue, backup, *([gpu] if gpu else []), *([kfp.namespace] if kfp else [])]
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))
     # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
-    kfp = pipelines(platform, provider, tenancy.namespaces)  # its namespace first: the front door routes into it
     door = front_door(platform, provider, front_door_secret,
                       after=[r for r in (monitoring, kfp.namespace if kfp else None) if r],
                       team_namespaces=tenancy.namespaces)

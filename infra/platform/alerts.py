@@ -64,6 +64,14 @@ DESCRIPTIONS = {
     "RestoreDrillFailed": "The backups are not proven restorable.",
     "RestoreDrillStale": "Restores are unproven for longer than the policy says.",
     "PVCNearlyFull": "Checkpoint writes fail when it fills (the job loses its progress).",
+    # The pipeline layer's (infra/platform/kfp/observability.py).
+    "PipelineRunsFailed": "The team's runs record no model, metrics or release for those runs.",
+    "PipelineStepPendingTooLong": "The run waits without end, holding its earlier steps' quota and the team's "
+                                  "attention.",
+    "PipelineRunTooLong": "A stuck run holds its namespace's quota and its recurring successors may pile up behind "
+                          "it.",
+    "PipelineAPIServerDown": "Nobody can upload, start, list or read a pipeline run; finished runs go unrecorded.",
+    "PipelineWorkflowControllerDown": "No pipeline step starts or finishes: every team's runs stop where they are.",
 }
 
 

@@ -38,6 +38,10 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
+from infra.platform.kfp.observability import NAMESPACE as PIPELINES_NAMESPACE
+from infra.platform.kfp.observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
+from infra.platform.kfp.observability import objects as pipeline_objects
+from infra.platform.kfp.observability import scrape_jobs as pipeline_jobs
 from infra.platform.tenancy import psa_labels
 from infra.platform.usage_rules import idle_alerts, usage_rules
 from infra.spec import Platform
@@ -100,7 +104,7 @@ def monitors(platform: Platform) -> list[Monitor]:
 
 def scrape_jobs(platform: Platform) -> tuple[str, ...]:
     """The Prometheus jobs a healthy stack has targets up for (trainyard verify)."""
-    return tuple(sorted({*CHART_JOBS, *(m.job for m in monitors(platform))}))
+    return tuple(sorted({*CHART_JOBS, *(m.job for m in monitors(platform)), *pipeline_jobs(platform)}))
 
 
 def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
@@ -146,7 +150,7 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
                                                            "kubeSchedulerRecording": False} if managed else {})}},
         "windowsMonitoring": {"enabled": False},
         # kube_node_labels{label_trainyard_io_pool}: the join from nodes to pools in rules and dashboards.
-        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]"]},
+        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]", *ksm_pod_labels(platform)]},
         "prometheus-node-exporter": {"namespaceOverride": NODE_NAMESPACE},
         "grafana": {"enabled": facts.grafana, "admin": {"existingSecret": GRAFANA_SECRET}},
     }
@@ -222,10 +226,13 @@ class Observability(pulumi.ComponentResource):
                         spec={"selector": {"matchLabels": monitor.selector},
                               "namespaceSelector": {"matchNames": [monitor.namespace]},
                               "endpoints": [monitor.endpoint]})
-        groups = rule_groups(platform, NAMESPACE, [("trainyard-usage", usage_rules(platform) + idle_alerts(platform))])
+        for name, api, kind, object_name, spec in pipeline_objects(platform):  # PodMonitors, their NetworkPolicy
+            kube_object(name, api, kind, metadata(object_name, PIPELINES_NAMESPACE), after_chart, spec=spec)
+        groups = rule_groups(platform, NAMESPACE, [("trainyard-usage", usage_rules(platform) + idle_alerts(platform)),
+                                                   ("trainyard-pipelines", pipeline_rules(platform))])
         kube_object("rules", API, "PrometheusRule", metadata("trainyard-platform", NAMESPACE), after_chart,
                     spec={"groups": groups})
-        boards = dashboards(platform)
+        boards = {**dashboards(platform), **pipeline_dashboards(platform)}
         for board_name, board in boards.items():
             kube_object(board_name, "v1", "ConfigMap", metadata(board_name, NAMESPACE, labels=SIDECAR_LABEL), in_ns,
                         data={f"{board_name}.json": board})

@@ -27,6 +27,8 @@ VELERO = "velero"
 KUBELET = "kubelet"
 APISERVER = "kube-apiserver"
 PROMETHEUS = "prometheus"
+ARGO = "argo-workflows"  # the workflow controller Kubeflow Pipelines runs its pipelines with
+KFP = "kfp-api-server"
 
 # Component -> (pinned version, upstream source root at that version).
 SOURCES = {
@@ -39,6 +41,11 @@ SOURCES = {
     APISERVER: ("cluster's API server", "kubernetes/kubernetes:staging/src/k8s.io/apiserver/pkg/admission/metrics/"
                                          "metrics.go"),
     PROMETHEUS: ("v3.14.0 (kube-prometheus-stack 88.5.3)", "prometheus/prometheus@v3.14.0:scrape/scrape.go"),
+    # OpenTelemetry's Prometheus exporter, prefix argo_workflows_, no unit or _total suffixes added
+    # (util/telemetry/exporter_prometheus.go); names and attributes in docs/metrics.md at the tag.
+    ARGO: ("v3.7.3 (Kubeflow Pipelines 2.16.0)", "argoproj/argo-workflows@v3.7.3:util/telemetry/metrics_list.go"),
+    KFP: ("2.16.0 (Kubeflow Platform 26.03)", "kubeflow/pipelines@2.16.0:backend/src/apiserver/resource/"
+                                              "resource_manager.go"),
 }
 
 
@@ -112,6 +119,31 @@ CATALOG: tuple[Metric, ...] = (
     _m("kubelet_volume_stats_capacity_bytes", KUBELET, "gauge", "namespace persistentvolumeclaim"),
     _m("apiserver_admission_webhook_rejection_count", APISERVER, "counter", "name type operation error_type"),
     _m("up", PROMETHEUS, "gauge", "job namespace instance", "synthetic: one per scrape target"),
+)
+
+
+# What the pipeline layer's rules and dashboard read (infra/platform/kfp/observability.py): known to the
+# offline checks only where the render scrapes their exporter (a monitor with its job, infra/checks/observability.py),
+# and kept out of CATALOG, which every stack reads whole. A metric's `namespace` attribute arrives as
+# `exported_namespace` (the target's own `namespace` label wins the scrape). The kube-state-metrics pod series carry
+# label_workflows_argoproj_io_* only with the pod-label allowlist the pipeline layer adds.
+_WORKFLOW_POD = "namespace pod uid label_workflows_argoproj_io_workflow label_workflows_argoproj_io_completed"
+PIPELINE_CATALOG: tuple[Metric, ...] = (
+    _m("argo_workflows_total_count", ARGO, "counter", "phase exported_namespace",
+       "workflows entering each phase, by namespace"),
+    _m("argo_workflows_gauge", ARGO, "gauge", "status", "workflows in the cluster per phase (attribute `status`)"),
+    _m("argo_workflows_pods_gauge", ARGO, "gauge", "phase", "workflow pods per phase"),
+    _m("argo_workflows_operation_duration_seconds", ARGO, "histogram", "", "one reconciliation of one workflow"),
+    _m("argo_workflows_error_count", ARGO, "counter", "cause"),
+    _m("resource_manager_workflow_runs_failed", KFP, "gauge", "profile workflow",
+       "1 per failed run reported since the API server started; profile = the run's namespace"),
+    _m("resource_manager_workflow_runs_success", KFP, "gauge", "profile workflow"),
+    _m("run_server_create_requests", KFP, "counter", ""),
+    _m("kube_pod_labels", KSM, "gauge", _WORKFLOW_POD, "labels from metricLabelsAllowlist"),
+    _m("kube_pod_status_phase", KSM, "gauge", "namespace pod uid phase"),
+    _m("kube_pod_created", KSM, "gauge", "namespace pod uid"),
+    _m("kube_pod_start_time", KSM, "gauge", "namespace pod uid"),
+    _m("kube_pod_completion_time", KSM, "gauge", "namespace pod uid"),
 )
 
 

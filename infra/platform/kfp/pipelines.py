@@ -25,7 +25,9 @@ import pulumi_kubernetes as k8s
 from infra.components import PIPELINES, Kustomize
 from infra.kit.naming import named
 from infra.kit.objects import child_opts, kube_object, kustomize_directory, metadata
+from infra.platform.frontdoor import ISTIO_SECURITY_API
 from infra.platform.frontdoor_identity import checked, derived
+from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
 from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
 from infra.platform.kfp.teams import team_objects
 from infra.spec import Platform
@@ -72,6 +74,10 @@ class Pipelines(pulumi.ComponentResource):
         opts = child_opts(self, provider, [self.namespace, *after], transforms=[_retain_claims])
         kfp = kustomize_directory(PIPELINES.name, KUBEFLOW_MANIFESTS, INSTALL_PATH, opts,
                                   patches=pipelines_patches(facts))
+        # Prometheus' scrape of the workflow controller through its sidecar (infra/platform/kfp/observability.py).
+        kube_object("pipelines-scrape-mesh", ISTIO_SECURITY_API, "AuthorizationPolicy",
+                    metadata(SCRAPE_POLICY, PIPELINES.namespace), child_opts(self, provider, [kfp]),
+                    spec=mesh_scrape_policy())
         if secret is not None:  # absent while the key is unset: MySQL and the API server wait for it
             data = secret.apply(lambda v: secret_data(facts, v))
             for name in (DB_SECRET, STORE_SECRET):
