@@ -9,6 +9,7 @@ from infra.live.verify import expectations, verify
 from infra.platform.observability import scrape_jobs
 from infra.spec.audit import LOG_PATH, POLICY_FILE
 from infra.spec.clouds.aws import EFA_RESOURCE
+from infra.spec.metrics import PIPELINE_CATALOG, series_names
 from tests.conftest import platform_of
 
 
@@ -48,6 +49,8 @@ class FakeCluster:
         self.locations = [{"metadata": {"name": "default"}, "status": {"phase": "Available"}}]
         # Every series of the metric catalog for this stack's components: every exporter scraped, every event seen.
         self.series = set(self.platform.observability.catalog())
+        if self.platform.pipelines is not None:  # its exporters are scraped where the stack runs Pipelines
+            self.series |= {name for metric in PIPELINE_CATALOG for name in series_names(metric)}
         audit = self.platform.spec.audit
         self.api_server_args = ["kube-apiserver", f"--audit-policy-file={audit.policy_file or POLICY_FILE}",
                                 f"--audit-log-path={audit.destination or LOG_PATH}",

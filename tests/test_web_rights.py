@@ -44,8 +44,9 @@ def test_no_analyst_edits_and_no_team_reaches_another_on_the_web(stack: str) -> 
     assert door is not None
     assert [g for g in door.grants if g.persona == "analyst"], "no analyst grant: nothing checked"
     assert violations(platform, door.grants) == []
-    # read is Grafana's Viewer, which cannot edit dashboards, and Pipelines' view role (get/list, no create)
-    assert {ui.roles["read"] for ui in door.uis} <= {"Viewer", "kubeflow-pipelines-view"}
+    # read is Grafana's Viewer, which cannot edit dashboards, and the binder's read role for Pipelines (get/list,
+    # no create: tests/test_web_binder.py)
+    assert {ui.roles["read"] for ui in door.uis} <= {"Viewer", "trainyard-web-read"}
 
 
 def test_the_rules_fail_an_analyst_that_edits_or_a_grant_in_another_team() -> None:

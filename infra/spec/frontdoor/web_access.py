@@ -80,9 +80,8 @@ GRAFANA = WebUi("grafana", "/grafana/", "observability",
                 MappingProxyType({"read": "Viewer", "edit": "Editor", "admin": "Admin"}))
 # Kubeflow Pipelines' UI: it has no roles of its own; the API server asks the cluster whether the user may act in
 # the namespace, which the upstream ClusterRoles kubeflow-pipelines-{view,edit} grant.
-PIPELINES_UI = WebUi("pipelines", "/pipeline", "pipelines",
-                     MappingProxyType({"read": "kubeflow-pipelines-view", "edit": "kubeflow-pipelines-edit",
-                                       "admin": "kubeflow-pipelines-edit"}))
+# Pipelines authorizes a person by the RoleBindings the web binder writes: its roles are the web roles.
+PIPELINES_UI = WebUi("pipelines", "/pipeline", "pipelines", MappingProxyType({str(k): v for k, v in WEB_ROLES.items()}))
 
 
 @dataclass(frozen=True)
