@@ -96,9 +96,22 @@ def run_raw(stack: str, raw: dict[str, Any]) -> engine.Capture:
 
 
 def write_stack(tmp_path: Path, raw: dict[str, Any], name: str = "test") -> Path:
+    return write_config(tmp_path, {PLATFORM_KEY: raw}, name)
+
+
+def write_config(tmp_path: Path, config: dict[str, Any], name: str = "test") -> Path:
+    """A stack file holding the whole `config` (the platform and other keys, secrets included)."""
     path = tmp_path / f"Pulumi.{name}.yaml"
-    path.write_text(yaml.safe_dump({"config": {PLATFORM_KEY: raw}}, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
     return path
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad input is refused before the program runs: no resource is registered."""
+    def run(*_: object, **__: object) -> None:
+        raise AssertionError("the program ran on a refused stack")
+    monkeypatch.setattr(engine, "run", run)
 
 
 def write_selected(capture: engine.Capture, out: Path, keep: Callable[[Registration], bool]) -> None:

@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.commands import main
-from infra.offline import engine
 from infra.spec import PLATFORM_KEY, SpecError, validate
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY, STATIC_USER_HASHES_KEY
 from infra.spec.teams import CI_SERVICE_ACCOUNT
-from tests.conftest import raw_platform
+from tests.conftest import raw_platform, write_config
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -135,20 +133,6 @@ def test_refused_with_its_path_and_the_neighbour_accepted(refused: Edit, accepte
     assert validate(raw, "onprem-lab").front_door is not None
 
 
-def _write(tmp_path: Path, config: dict[str, Any]) -> Path:
-    path = tmp_path / "Pulumi.door.yaml"
-    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bad input is refused before the program runs: no resource is registered."""
-    def run(*_: object, **__: object) -> None:
-        raise AssertionError("the program ran on a refused stack")
-    monkeypatch.setattr(engine, "run", run)
-
-
 @pytest.mark.usefixtures("nothing_runs")
 @pytest.mark.parametrize(("config", "words"), [
     ({PLATFORM_KEY: _lab(_lab()["frontDoor"] | {"tls": None})}, ("frontDoor.tls", "without TLS")),
@@ -167,7 +151,7 @@ def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
         "bcrypt hash in the file"])
 def test_cli_exits_2_with_one_line(config: dict[str, Any], words: tuple[str, ...], tmp_path: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["plan", str(_write(tmp_path, config))])
+    code = main(["plan", str(write_config(tmp_path, config, "door"))])
     out, err = capsys.readouterr()
     assert code == 2, err + out
     lines = err.strip().splitlines()
@@ -182,7 +166,7 @@ def test_secret_keys_encrypted_are_accepted(tmp_path: Path) -> None:
     secure = {"secure": "v1:abc"}
     config = {PLATFORM_KEY: _lab(), OIDC_CLIENT_SECRET_KEY: secure, LDAP_BIND_PASSWORD_KEY: secure,
               STATIC_USER_HASHES_KEY: secure}
-    assert load_file(_write(tmp_path, config)).front_door is not None
+    assert load_file(write_config(tmp_path, config, "door")).front_door is not None
 
 
 def test_web_rights_follow_the_kubectl_personas() -> None:

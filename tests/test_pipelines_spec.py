@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.commands import main
 from infra.offline import engine
 from infra.spec import SpecError, validate
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY, PLATFORM_KEY
 from infra.spec.pipelines.model import VENDORED_VERSIONS
-from tests.conftest import platform_of, raw_platform
+from tests.conftest import platform_of, raw_platform, write_config
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -91,19 +90,6 @@ def test_the_vendored_version_is_the_archive_s() -> None:
                                                               "azure-prod"))
 
 
-def _write(tmp_path: Path, config: dict[str, Any]) -> Path:
-    path = tmp_path / "Pulumi.kfp.yaml"
-    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    def run(*_: object, **__: object) -> None:
-        raise AssertionError("the program ran on a refused stack")
-    monkeypatch.setattr(engine, "run", run)
-
-
 def _with(stack: str, edit: Edit) -> dict[str, Any]:
     raw = raw_platform(stack)
     edit(raw)
@@ -123,7 +109,7 @@ def _with(stack: str, edit: Edit) -> dict[str, Any]:
 def test_cli_exits_2_with_one_line_and_writes_nothing(config: dict[str, Any], words: tuple[str, ...],
                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_dir = tmp_path / "out"
-    code = main(["render", str(_write(tmp_path, config)), "--out", str(out_dir)])
+    code = main(["render", str(write_config(tmp_path, config, "kfp")), "--out", str(out_dir)])
     out, err = capsys.readouterr()
     assert code == 2, err + out
     lines = err.strip().splitlines()
