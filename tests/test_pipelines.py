@@ -288,3 +288,11 @@ def test_no_empty_root_password_nor_placeholder_key() -> None:
     data = secret_data(facts, "a-root-password-of-our-own")
     assert data["mysql-secret"] == {"username": "root", "password": "a-root-password-of-our-own"}
     assert data["mlpipeline-minio-artifact"]["secretkey"] not in ("minio123", "a-root-password-of-our-own")
+
+
+@pytest.mark.parametrize(("stack", "folder"), [("gcp-prod", "/home/kubernetes/bin"), ("aws-prod", "/opt/cni/bin")])
+def test_istio_s_cni_agent_writes_its_binary_where_the_nodes_allow(stack: str, folder: str) -> None:
+    """GKE mounts /opt/cni/bin read-only: there the agent uses GKE's writable folder (the vendored gke variant)."""
+    agent = next(o for o in kube_objects(capture_of(stack), "DaemonSet") if o["metadata"]["name"] == "istio-cni-node")
+    volumes = {v["name"]: v for v in agent["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["cni-bin-dir"]["hostPath"]["path"] == folder

@@ -6,7 +6,8 @@ infra/platform/frontdoor_identity.py).
 - cert-manager, and the host's certificate: a ClusterIssuer (ACME or the corporate CA) and a Certificate into the
   gateway's namespace, or the site's existing TLS Secret.
 - Istio: CRDs, istio-system and istiod with the ingress gateway, whose Service is the stack's ONE web-facing entry
-  (LoadBalancer; NodePort on a laptop). No sidecars anywhere: the gateway is a standalone Envoy.
+  (LoadBalancer; NodePort on a laptop). The gateway is a standalone Envoy; only Pipelines' pods (namespace
+  `kubeflow`) carry sidecars, never a team's.
 - oauth2-proxy, asked by the gateway about every browser request (CUSTOM AuthorizationPolicy, as upstream); the
   gateway verifies the resulting ID token (RequestAuthentication) and writes `kubeflow-userid` / `kubeflow-groups`
   from its claims, overwriting what a client sent; a DENY policy refuses any request without a verified token.
@@ -207,7 +208,8 @@ class FrontDoor(pulumi.ComponentResource):
         crds = directory("istio-crds", "common/istio/istio-crds/base", [])
         istio_ns = directory("istio-namespace", "common/istio/istio-namespace/base", [], istio_namespace_patches())
         istio = directory("istio", "common/istio/istio-install/overlays/oauth2-proxy", [crds, istio_ns],
-                          istio_install_patches(platform.spec.laptop, sidecars=platform.pipelines is not None))
+                          istio_install_patches(platform.spec.laptop, sidecars=platform.pipelines is not None,
+                                                gke=platform.spec.cluster.gke is not None))
         http01 = tls.acme is not None and tls.acme.solver == "http01"
         gateway = directory("gateway", "common/istio/kubeflow-istio-resources/base", [istio],
                             gateway_patches(facts.spec.host, tls_secret(facts), http01))

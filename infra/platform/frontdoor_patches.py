@@ -7,8 +7,8 @@ Used as vendored: common/cert-manager/base, common/istio/istio-crds/base. Patche
 Not applied: common/kubeflow-namespace/base (it relabels kubeflow-system, where the Trainer and JobSet already run,
 for sidecar injection and isolates it: kubeflow-platform reference, finding 5), cert-manager's `kubeflow` overlay
 (its self-signing ClusterIssuer; ours comes from frontDoor.tls), the istio-install `gke` variant (it differs only in
-the CNI's binary folder, and the CNI is removed below), the m2m-dex-and-kind/-eks variants (their issuer rule and
-jwks proxy are built per cluster kind in frontdoor.py).
+the CNI's binary folder: patched below where the CNI stays on GKE), the m2m-dex-and-kind/-eks variants (their
+issuer rule and jwks proxy are built per cluster kind in frontdoor.py).
 """
 
 from __future__ import annotations
@@ -61,14 +61,18 @@ def istio_namespace_patches() -> list[Patch]:
     return [delete("NetworkPolicy", "allow-knative-to-istio-gateways", ISTIO.namespace)]
 
 
-def istio_install_patches(laptop: bool, sidecars: bool = False) -> list[Patch]:
-    """- The CNI node agent goes: no pod of this platform carries a sidecar (the gateway is a standalone Envoy,
-      oauth2-proxy and Dex run without one, team namespaces are outside injection), so nothing needs traffic
-      redirection, and the agent would be a privileged DaemonSet with five hostPaths in kube-system. A UI that later
-      needs a sidecar brings the choice back (the CNI in kube-system, or istio-init with NET_ADMIN, which the
-      `restricted` level refuses); until then an injected pod fails its istio-validation init container rather than
-      running without the mesh.
-    - The two Sidecars in namespace `kubeflow` go: that namespace is not created (no Pipelines or notebooks yet).
+# GKE mounts /opt/cni/bin read-only; its writable CNI folder (the vendored components/gke-cni patch).
+GKE_CNI_BIN = "/home/kubernetes/bin"
+
+
+def istio_install_patches(laptop: bool, sidecars: bool = False, gke: bool = False) -> list[Patch]:
+    """- Without Pipelines (`sidecars` false) the CNI node agent goes: no pod then carries a sidecar (the gateway is
+      a standalone Envoy, oauth2-proxy and Dex run without one, team namespaces are outside injection), so nothing
+      needs traffic redirection, and the agent would be a privileged DaemonSet with five hostPaths in kube-system
+      (istio-init instead would need NET_ADMIN, which the `restricted` level refuses); an injected pod then fails
+      its istio-validation init container rather than running without the mesh.
+    - The two Sidecars in namespace `kubeflow` go: they except the notebook controller and the UI's artifact proxy,
+      neither of which runs here.
     - The chart's own Gateway (port 80, every host, plain HTTP) goes: the vendored kubeflow-gateway, patched for the
       host and HTTPS, is the one Gateway.
     - The gateway's Service becomes the stack's one web-facing entry: LoadBalancer, or on a laptop NodePort.
@@ -77,12 +81,17 @@ def istio_install_patches(laptop: bool, sidecars: bool = False) -> list[Patch]:
     `sidecars`: Kubeflow Pipelines runs its pods with sidecars (infra/platform/kfp/pipelines.py), so the CNI agent
     stays: it redirects their traffic, where istio-init would need NET_ADMIN, which `restricted` refuses. It keeps
     off tainted (GPU) nodes, where no injected pod can run (upstream tolerates every taint): it would take from
-    what the teams are guaranteed there."""
+    what the teams are guaranteed there. On GKE (`gke`) it writes its binary where GKE's nodes let it, as the
+    vendored `gke` variant does."""
     patches = [json6902("DaemonSet", "istio-cni-node", [
         {"op": "replace", "path": "/spec/template/spec/tolerations",
          "value": [{"key": MESH_AGENT_TOLERATION, "operator": "Exists"}]}])] if sidecars else [
         delete(kind, name, "kube-system" if kind in ("DaemonSet", "ConfigMap", "ServiceAccount") else None)
         for kind, name in _CNI]
+    if sidecars and gke:
+        volume = {"name": "cni-bin-dir", "hostPath": {"path": GKE_CNI_BIN}}
+        patches.append(merge("apps/v1", "DaemonSet", "istio-cni-node", "kube-system",
+                             spec={"template": {"spec": {"volumes": [volume]}}}))
     patches += [delete("Sidecar", name, PIPELINES.namespace) for name in ("ml-pipeline-ui-exception",
                                                                           "notebook-controller-exception")]
     patches.append(delete("Gateway", "istio-ingressgateway", ISTIO.namespace))
