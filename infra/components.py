@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.vocabulary import WORKLOADS
+from infra.vocabulary import NAME_LABEL, WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,9 @@ GROUPS_HEADER = "kubeflow-groups"
 # The gateway's pods and their identity (the upstream istio-install chart's labels and ServiceAccount).
 GATEWAY_POD_LABELS = {"app": "istio-ingressgateway", "istio": "ingressgateway"}
 GATEWAY_ACCOUNT = "istio-ingressgateway-service-account"
+# The gateway's pods as a NetworkPolicy peer: what a UI behind the front door admits, and nothing else.
+GATEWAY_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespace}},
+                "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
 # The one taint Istio's CNI agent tolerates here (infra/platform/frontdoor_patches.py): it stays off GPU pools.
 MESH_AGENT_TOLERATION = "CriticalAddonsOnly"
 

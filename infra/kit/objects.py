@@ -55,13 +55,19 @@ def kube_object(resource_name: str, api_version: str, kind: str, meta: k8s.meta.
     return pulumi.CustomResource(type_token(api_version, kind), named(resource_name), props, opts)
 
 
-def _retain_crds(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    """CRDs that a chart installs survive `pulumi destroy` and chart removal: deleting a CRD deletes
-    every object of that kind (all TrainJobs, all queues)."""
-    if args.type_.endswith("apiextensions.k8s.io/v1:CustomResourceDefinition"):
-        retained = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
-        return pulumi.ResourceTransformResult(props=args.props, opts=retained)
-    return None
+def retained(type_suffix: str) -> pulumi.ResourceTransform:
+    """A transform that keeps the objects of one type (their Pulumi type ends with `type_suffix`) on `pulumi
+    destroy` and on the removal of the chart or kustomization that declares them."""
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_.endswith(type_suffix):
+            kept = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
+            return pulumi.ResourceTransformResult(props=args.props, opts=kept)
+        return None
+    return transform
+
+
+# CRDs that a chart installs survive: deleting a CRD deletes every object of that kind (all TrainJobs, all queues).
+_retain_crds = retained("apiextensions.k8s.io/v1:CustomResourceDefinition")
 
 
 def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any],

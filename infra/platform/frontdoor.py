@@ -33,7 +33,16 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import CERT_MANAGER, DEX, GATEWAY_POD_LABELS, ISTIO, MONITORING, OAUTH2_PROXY, PIPELINES
+from infra.components import (
+    CERT_MANAGER,
+    DEX,
+    GATEWAY_PEER,
+    GATEWAY_POD_LABELS,
+    ISTIO,
+    MONITORING,
+    OAUTH2_PROXY,
+    PIPELINES,
+)
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata
 from infra.platform import frontdoor_identity as identity
@@ -69,8 +78,6 @@ UI_BACKENDS: dict[str, tuple[str, str, int, int, dict[str, str]]] = {
     "observability": (MONITORING.namespace, GRAFANA_SERVICE, 80, GRAFANA_PORT, GRAFANA_POD_LABELS),
     # Kubeflow Pipelines' UI (vendored Service ml-pipeline-ui: port 80 -> the pod's 3000).
     "pipelines": (PIPELINES.namespace, "ml-pipeline-ui", 80, 3000, {"app": "ml-pipeline-ui"})}
-GATEWAY_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespace}},
-                "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
 # Prometheus scrapes Grafana's /metrics on the same port (the chart's ServiceMonitor); its pods carry the
 # operator's label.
 PROMETHEUS_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: MONITORING.namespace}},

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.components import GATEWAY_POD_LABELS, ISTIO, PIPELINES
+from infra.components import GATEWAY_PEER, PIPELINES
 from infra.platform.frontdoor_patches import Patch, bind_to_gateway, json6902, merge
 from infra.spec.pipelines.model import PipelinesFacts
-from infra.vocabulary import NAME_LABEL, TEAM_LABEL
+from infra.vocabulary import TEAM_LABEL
 
 NS = PIPELINES.namespace
 RUNNER_ACCOUNT = "datasets"  # TEAM_DATA_ACCOUNT: the account the cluster binds to the team bucket
@@ -28,8 +28,6 @@ RUN_AS_USER = "1000"
 # it holds the runs' artifacts).
 API_PORTS, METADATA_PORT, SEAWEEDFS_PORT = (8887, 8888), 8080, 8333
 TEAMS = {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}}
-GATEWAY = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespace}},
-           "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
 # The v1 cache server: a cluster-wide mutating webhook on pods labelled cache_enabled in every namespace, its
 # cert-manager Issuer and Certificate, and the untagged `cacheImage` it substitutes. KFP 2.16's SDK compiles v2
 # pipelines only, whose driver decides cache hits through ML Metadata and the API server: nothing of ours uses it.
@@ -86,7 +84,7 @@ def namespace_patches() -> list[Patch]:
                for name in _OTHER_POLICIES]
     patches += [_ingress("ml-pipeline", [{"from": [TEAMS], "ports": tcp(*API_PORTS)}]),
                 _ingress("metadata-grpc-server", [{"from": [TEAMS], "ports": tcp(METADATA_PORT)}]),
-                _ingress("ml-pipeline-ui", [{"from": [GATEWAY]}])]
+                _ingress("ml-pipeline-ui", [{"from": [GATEWAY_PEER]}])]
     return patches
 
 

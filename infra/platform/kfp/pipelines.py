@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 
 from infra.components import PIPELINES, Kustomize
 from infra.kit.naming import named
-from infra.kit.objects import child_opts, kube_object, kustomize_directory, metadata
+from infra.kit.objects import child_opts, kube_object, kustomize_directory, metadata, retained
 from infra.platform.frontdoor import ISTIO_SECURITY_API
 from infra.platform.frontdoor_identity import checked, derived
 from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
@@ -49,13 +49,6 @@ def _pick(name: str) -> Callable[[dict[str, dict[str, str]]], dict[str, str]]:
     return lambda data: data[name]
 
 
-def _retain_claims(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    if args.type_.endswith("core/v1:PersistentVolumeClaim"):
-        retained = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(retain_on_delete=True))
-        return pulumi.ResourceTransformResult(props=args.props, opts=retained)
-    return None
-
-
 class Pipelines(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -71,7 +64,8 @@ class Pipelines(pulumi.ComponentResource):
         """The install, after `after` (the front door: Istio's CRDs and sidecar injector, cert-manager)."""
         facts, provider = self.facts, self.provider
         # The run journal's and the definitions' volumes survive `pulumi destroy` and the install's removal.
-        opts = child_opts(self, provider, [self.namespace, *after], transforms=[_retain_claims])
+        opts = child_opts(self, provider, [self.namespace, *after],
+                          transforms=[retained("core/v1:PersistentVolumeClaim")])
         kfp = kustomize_directory(PIPELINES.name, KUBEFLOW_MANIFESTS, INSTALL_PATH, opts,
                                   patches=pipelines_patches(facts))
         # Prometheus' scrape of the workflow controller through its sidecar (infra/platform/kfp/observability.py).

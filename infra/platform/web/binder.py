@@ -35,12 +35,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.components import GATEWAY_POD_LABELS, GROUPS_HEADER, ISTIO, USERID_HEADER
+from infra.components import GATEWAY_PEER, GROUPS_HEADER, ISTIO, USERID_HEADER
 from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
 from infra.platform.web import server
 from infra.spec.frontdoor.web_access import KFAM_ROLES, WEB_CI_ROLE, WEB_ROLES, FrontDoorFacts
 from infra.spec.versions import WEB_BINDER_IMAGE
-from infra.vocabulary import NAME_LABEL, TEAM_LABEL
+from infra.vocabulary import TEAM_LABEL
 
 NAME = "trainyard-web-binder"
 ACCOUNT = f"system:serviceaccount:{ISTIO.namespace}:{NAME}"
@@ -123,10 +123,8 @@ def binder_policy() -> dict[str, Any]:
 
 
 def binder_network_policy() -> dict[str, Any]:
-    gateway = {"namespaceSelector": {"matchLabels": {NAME_LABEL: ISTIO.namespace}},
-               "podSelector": {"matchLabels": dict(GATEWAY_POD_LABELS)}}
     return {"podSelector": {"matchLabels": dict(POD_LABELS)}, "policyTypes": ["Ingress"],
-            "ingress": [{"from": [gateway], "ports": [{"protocol": "TCP", "port": POD_PORT}]}]}
+            "ingress": [{"from": [GATEWAY_PEER], "ports": [{"protocol": "TCP", "port": POD_PORT}]}]}
 
 
 def binder_pod(config_version: str) -> dict[str, Any]:
