@@ -20,6 +20,7 @@ from infra.spec.cluster import GpuStack
 from infra.spec.frontdoor.web_access import FrontDoorFacts, MachineIssuer, derive_front_door, machine_issuer
 from infra.spec.input.errors import SpecError, rooted
 from infra.spec.input.keys import PLATFORM_KEY
+from infra.spec.models.model import ModelsFacts, derive_models
 from infra.spec.observability import ObservabilityFacts, derive_observability
 from infra.spec.pipelines.model import PipelinesFacts, derive_pipelines
 from infra.spec.platform import PlatformSpec
@@ -79,6 +80,7 @@ class Platform:
     prerequisites: Prerequisites  # what the platform needs from the cluster, and who provides it
     front_door: FrontDoorFacts | None = None  # the web entry, its sign-in and who reaches what (web_access.py)
     pipelines: PipelinesFacts | None = None  # Kubeflow Pipelines' volumes and team artifact stores (pipelines.py)
+    models: ModelsFacts | None = None  # each team's registry and serving budget (models/model.py)
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
     member: Member | None = None  # which cluster of a multi-cluster stack this is (None: a single cluster)
     hybrid: Hybrid | None = None  # on the manager of a multi-cluster stack: every cluster and link
@@ -151,6 +153,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
     try:
         storage, backup = backup_of(spec, spec.cluster.identifier(stack))
         pipelines = derive_pipelines(spec.pipelines, storage)
+        models = derive_models(spec.models, storage, {name: team.serving for name, team in spec.teams.items()})
     except ValueError as mistake:  # storage and backup checks need the derived facts
         raise rooted(PLATFORM_KEY, str(mistake)) from None
     mesh_agent = pipelines is not None and spec.front_door is not None  # Pipelines' sidecars keep Istio's CNI
@@ -187,6 +190,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
                                      spec.observability.enabled and spec.observability.grafana,
                                      _machine_issuer(spec, stack), pipelines is not None),
         pipelines=pipelines,
+        models=models,
     )
     problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
     if problem is not None:

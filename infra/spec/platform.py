@@ -12,6 +12,7 @@ from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import CiSpec, ClusterSpec
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
+from infra.spec.models.model import ModelsSpec, check_models, models_namespace
 from infra.spec.namespaces import reserved_problem
 from infra.spec.observability import ObservabilitySpec, check_managed_prometheus
 from infra.spec.pipelines.model import PipelinesSpec, check_pipelines
@@ -93,6 +94,7 @@ class PlatformSpec(Strict):
     front_door: FrontDoorSpec | None = Field(default=None, alias="frontDoor")
     ci: CiSpec | None = None
     pipelines: PipelinesSpec | None = None
+    models: ModelsSpec | None = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
@@ -100,7 +102,7 @@ class PlatformSpec(Strict):
             raise ValueError("declare at least one pool")
         _check_nodes_unique(self.pools)
         _check_team_quotas(self.pools, self.teams)
-        _check_namespaces_unique(self.teams)
+        _check_namespaces_unique(self.teams, self.models is not None)
         _check_rook_namespace(self.teams, self.storage.rook_ceph.namespace)
         check_queueing(self.queueing, self.pools, self.teams)
         check_managed_prometheus(self.observability, self.cluster.kind)
@@ -109,6 +111,8 @@ class PlatformSpec(Strict):
         check_group_personas(self.teams)
         self._check_front_door()
         check_pipelines(self.pipelines, self.front_door is not None)
+        check_models(self.models, self.front_door is not None, {n: t.serving for n, t in self.teams.items()},
+                     {n: p.is_gpu for n, p in self.pools.items()})
         for verdict in verdicts(self.versions):
             if not verdict.ok:
                 raise ValueError(f"versions: incompatible pins {verdict.pair}: {verdict.reason}")
@@ -120,7 +124,10 @@ class PlatformSpec(Strict):
         return self
 
     def namespaces(self, team: str) -> list[str]:
-        return list(self.teams[team].namespaces or [team])
+        """The team's namespaces: those it declares (default: its name), then its models namespace when the stack
+        declares `models`."""
+        own = list(self.teams[team].namespaces or [team])
+        return [*own, models_namespace(team)] if self.models is not None else own
 
     @property
     def laptop(self) -> bool:
@@ -196,9 +203,12 @@ def _check_rook_namespace(teams: dict[str, TeamSpec], rook: str) -> None:
                              "(storage.rookCeph.namespace); choose another name")
 
 
-def _check_namespaces_unique(teams: dict[str, TeamSpec]) -> None:
-    # Each team's acceptance namespace is reserved too: `trainyard accept` creates and deletes it.
+def _check_namespaces_unique(teams: dict[str, TeamSpec], models: bool) -> None:
+    # Each team's acceptance namespace is reserved too: `trainyard accept` creates and deletes it; so is its
+    # models namespace on a stack with `models`.
     owner = {acceptance_namespace(name): f"{name} (its acceptance runs)" for name in teams}
+    if models:
+        owner.update({models_namespace(name): f"{name} (its models)" for name in teams})
     for team_name, team in teams.items():
         if team.namespaces is None and (problem := reserved_problem(team_name)):
             raise ValueError(f"teams.{team_name}: a team's namespace is its name, and {problem}: rename the team "

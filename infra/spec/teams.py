@@ -105,6 +105,18 @@ class Destination(Strict):
 # rule. Other tenants stay unreachable: their namespaces deny all ingress that is not their own team's.
 
 
+class ServingBudget(Strict):
+    """What a team's InferenceServices may request in total, on one pool (`pool`): GPUs (GPU pools only), CPU and
+    memory. It is the ResourceQuota of the team's models namespace (infra/spec/models/model.py), plus what its
+    registry requests, and it is kept out of the pool's capacity for Kueue: the teams' guaranteed quotas and all
+    serving budgets on a pool must fit in it together."""
+
+    pool: DnsLabel
+    gpus: NonNegativeInt = 0
+    cpu: Quantity
+    memory: Bytes
+
+
 class NamespaceQuota(Strict):
     """Object counts and storage per team namespace (compute comes from `quota`)."""
 
@@ -134,6 +146,8 @@ class TeamSpec(Strict):
     namespace_quota: NamespaceQuota = Field(default_factory=NamespaceQuota, alias="namespaceQuota")
     # Kueue preemption for this team's ClusterQueue; unset fields take `queueing.preemption`.
     preemption: Preemption | None = None
+    # What the team's InferenceServices may use (needs the stack's `models`); None: it serves nothing.
+    serving: ServingBudget | None = None
 
     @field_validator("namespaces")
     @classmethod

@@ -36,6 +36,8 @@ MANAGER, WORKER = "manager", "worker"
 ROLE_KEYS = ("role", "link", "workerLostTimeout", "data")
 FRONT_DOOR = "frontDoor"  # the one section only the manager carries
 PIPELINES = "pipelines"  # served through the front door, so the manager's too
+MODELS = "models"  # the registries and serving: behind the front door too
+SERVING = "serving"  # a team's serving budget: where its models namespace is, on the manager
 CLUSTER_NAME = re.compile(r"^[a-z](?:[-a-z0-9]{0,28}[a-z0-9])?$")  # the keys of a `clusters` entry besides its kind
 
 
@@ -206,10 +208,11 @@ def _cluster_raw(raw: Mapping[str, Any], name: str, role: str, owner: Mapping[st
             continue
         quota = {pool: q for pool, q in (entry.get(quota_key) or {}).items() if owner[pool] == name}
         if role == MANAGER or quota:
-            own_teams[team] = {**{k: v for k, v in entry.items() if k != "burst"}, "quota": quota}
+            dropped = ("burst",) if role == MANAGER else ("burst", SERVING)
+            own_teams[team] = {**{k: v for k, v in entry.items() if k not in dropped}, "quota": quota}
     # The front door is the manager's: the one entry, in front of the UIs that run there (docs/front-door.md).
     own_sections = ("clusters", "pools", "teams") if role == MANAGER else ("clusters", "pools", "teams", FRONT_DOOR,
-                                                                           PIPELINES)
+                                                                           PIPELINES, MODELS)
     return {**{k: v for k, v in raw.items() if k not in own_sections},
             "cluster": _cluster_spec(name, clusters[name]),
             "pools": {pool: {k: v for k, v in spec.items() if k != "cluster"}

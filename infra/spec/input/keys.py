@@ -18,10 +18,14 @@ STATIC_USER_HASHES_KEY = f"{PROJECT}:staticUserHashes"
 # Kubeflow Pipelines (infra/spec/pipelines/model.py): its MySQL root password (never the archive's empty one); the
 # SeaweedFS admin key of the pipeline-definitions store is derived from it.
 PIPELINES_DB_PASSWORD_KEY = f"{PROJECT}:pipelinesDbPassword"
+# Model Registry (infra/spec/models/model.py): the MySQL root password of every team's registry database, each
+# derived from it per team (never the archive's `test`).
+MODEL_REGISTRY_DB_PASSWORD_KEY = f"{PROJECT}:modelRegistryDbPassword"
 # What the offline engine hands the program for every secret value: it never sees the real ones.
 OFFLINE_MASK = "[secret]"
 SECRET_KEYS = (KUBECONFIG_KEY, CREDENTIALS_KEY, ALERT_WEBHOOK_KEY, GRAFANA_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY,
-               LDAP_BIND_PASSWORD_KEY, STATIC_USER_HASHES_KEY, PIPELINES_DB_PASSWORD_KEY)
+               LDAP_BIND_PASSWORD_KEY, STATIC_USER_HASHES_KEY, PIPELINES_DB_PASSWORD_KEY,
+               MODEL_REGISTRY_DB_PASSWORD_KEY)
 
 
 def multikueue_key(worker: str) -> str:

@@ -96,9 +96,10 @@ class PipelinesFacts:
         return next((s for s in self.stores if s.namespace == namespace), None)
 
 
-def _volume(where: str, volume: PipelinesVolume, storage: StorageFacts) -> tuple[str, str]:
-    """The class must keep its volumes when their claim goes (reclaimPolicy Retain, as every data volume of the
-    platform: the policy data-volumes-retain), which refuses the temporary `scratch` and, today, `block`; and must
+def state_volume(where: str, volume: PipelinesVolume, storage: StorageFacts) -> tuple[str, str]:
+    """A database's volume (Pipelines', a team model registry's): (class, size). The class must keep its volumes
+    when their claim goes (reclaimPolicy Retain, as every data volume of the platform: the policy
+    data-volumes-retain), which refuses the temporary `scratch` and, today, `block`; and must
     be a disk or file share, not a bucket mounted as files."""
     names = [k.name for k in storage.classes]
     name = volume.storage_class or CHECKPOINTS
@@ -147,8 +148,8 @@ def derive_pipelines(spec: PipelinesSpec | None, storage: StorageFacts) -> Pipel
     Secret, which exists only in the team's first namespace: its other namespaces get no store (docs/pipelines.md)."""
     if spec is None:
         return None
-    database = _volume("pipelines.database", spec.database, storage)
-    definitions = _volume("pipelines.definitions", spec.definitions, storage)
+    database = state_volume("pipelines.database", spec.database, storage)
+    definitions = state_volume("pipelines.definitions", spec.definitions, storage)
     if storage.profile not in ("aws", "gcp", "rook-ceph"):
         return PipelinesFacts(spec.version, database, definitions, "seaweedfs", ())
     stores = []
