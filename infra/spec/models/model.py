@@ -16,6 +16,7 @@ requires `frontDoor`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import Field, field_validator
@@ -42,7 +43,7 @@ def models_namespace(team: str) -> str:
     return f"{team}{MODELS_SUFFIX}"
 
 
-def _vendored(what: str, versions: tuple[str, ...]) -> object:
+def _vendored(what: str, versions: tuple[str, ...]) -> Callable[[str], str]:
     def check(version: str) -> str:
         if version not in versions:
             raise ValueError(f"'{version}' is not the vendored Kubeflow Platform release's {what}: use "
