@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections import Counter
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from infra.platform import admission, tenancy
@@ -181,8 +182,9 @@ def _within_quota(platform: Platform, attack: Attack) -> bool:
     limits) against the namespace's requests.nvidia.com/gpu."""
     team = next(t for t in platform.teams if attack.namespace in t.namespaces)
     ceiling = parse_quantity(tenancy.quota_hard(platform, team)[f"requests.{GPU}"])
+    assert attack.obj is not None
     asked = sum(int(c["resources"]["limits"].get(GPU, 0)) for c in attack.obj["spec"]["containers"])
-    return asked <= ceiling
+    return Decimal(asked) <= ceiling
 
 
 def _binds(platform: Platform, policy_name: str, namespace: str) -> bool:
