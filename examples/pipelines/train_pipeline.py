@@ -1,6 +1,6 @@
 """train-eval: prepare data from the team's dataset volume -> train in a TrainJob on a runtime of the stack -> evaluate
--> release (lineage record) -> register (a version in the team's Model Registry). KFP SDK 2.16 (the backend is Kubeflow Pipelines 2.16.0), compiled to
-train_pipeline.yaml beside this file:
+-> release (lineage record) -> register (a version in the team's Model Registry). KFP SDK 2.16 (the backend is
+Kubeflow Pipelines 2.16.0), compiled to train_pipeline.yaml beside this file:
 
     .venv-pipelines/bin/python examples/pipelines/train_pipeline.py    # rewrites train_pipeline.yaml
 
@@ -22,8 +22,8 @@ STEPS = (HERE / "steps.py").read_text(encoding="utf-8")
 REGISTER = (HERE / "register.py").read_text(encoding="utf-8")
 SCRIPT = (HERE / "train.py").read_text(encoding="utf-8")  # the existing training script, run as it is
 # The code's identity, fixed at compile time: the sources this compiled pipeline was made from.
-SOURCE_SHA256 = hashlib.sha256(b"".join((HERE / name).read_bytes()
-                                        for name in ("train_pipeline.py", "steps.py", "train.py", "register.py"))).hexdigest()
+SOURCES = ("train_pipeline.py", "steps.py", "train.py", "register.py")
+SOURCE_SHA256 = hashlib.sha256(b"".join((HERE / name).read_bytes() for name in SOURCES)).hexdigest()
 # The image of every step: the Python image the platform already pins for the cpu-batch runtime (mirrored with the
 # runtimes, allowed on every stack). By tag, as runtimes/ pin theirs: a digest cannot be resolved offline here, and the
 # train step records the digest each pod actually ran (containerStatuses[].imageID) in the model's metadata.
