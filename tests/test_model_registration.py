@@ -198,14 +198,16 @@ def root_parameters() -> dict[str, Any]:
 def executor_input(url: str, out: Path, run_id: str = RUN_ID, artifacts: str = "s3://team-bucket/models/") \
         -> dict[str, Any]:
     """What the KFP launcher hands the step as `{{$}}`: its input parameters, the model and metrics artifacts with the
-    metadata the train and evaluate steps recorded, the output file."""
+    metadata the train and evaluate steps recorded as ML Metadata returns it (a list as {"list": [...]}, numbers as
+    doubles: KFP 2.16.0 metadata/converter.go), the output file."""
     values = {**root_parameters(), "registry_url": url, "model_artifacts": artifacts, "run_id": run_id,
               "dataset_version": "sha256:" + "d" * 64}
     model = {"name": "model", "uri": f"s3://team-bucket/pipelines/vision/{run_id}/train/model",
              "metadata": {"source_sha256": "5" * 64, "trainjob": "vision/train-eval-0f1e2d3c4b5a",
-                          "training_images": [DIGEST], "step_images": ["docker.io/library/python@sha256:" + "cd" * 32]}}
+                          "training_images": {"list": [DIGEST]},
+                          "step_images": {"list": ["docker.io/library/python@sha256:" + "cd" * 32]}}}
     metrics = {"name": "metrics", "uri": f"s3://team-bucket/pipelines/vision/{run_id}/evaluate/metrics",
-               "metadata": {"accuracy": 0.93, "log_loss": 0.21, "test_rows": 360, "min_accuracy": 0.8}}
+               "metadata": {"accuracy": 0.93, "log_loss": 0.21, "test_rows": 360.0, "min_accuracy": 0.8}}
     return {"inputs": {"parameterValues": values,
                        "artifacts": {"model": {"artifacts": [model]}, "metrics": {"artifacts": [metrics]}}},
             "outputs": {"outputFile": str(out)}}
@@ -314,6 +316,12 @@ def test_the_fake_refuses_a_field_the_api_does_not_define(registry: tuple[FakeRe
     assert state.problems == ["model_versions: field 'registeredModelID' is not in the API",
                               "model_versions: required field 'registeredModelId' missing",
                               "model_versions: custom property x is not a MetadataValue: {'string_value': 'y'}"]
+
+
+def test_a_recorded_list_reads_the_same_from_ml_metadata_or_as_written() -> None:
+    joined = register_module().joined
+    assert joined({"list": [DIGEST, "b"]}) == joined([DIGEST, "b"]) == f"{DIGEST},b"
+    assert joined(None) == "" and joined("one") == "one"
 
 
 def test_custom_property_values_keep_their_type() -> None:

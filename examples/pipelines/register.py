@@ -101,6 +101,14 @@ def metadata_value(value: object) -> dict[str, Any]:
     return {"metadataType": "MetadataStringValue", "string_value": text}
 
 
+def joined(value: object) -> str:
+    """A list the train step recorded, as the next step reads it: ML Metadata keeps a list as the struct
+    {"list": [...]} (KFP 2.16.0 metadata/converter.go StructValueToMLMDValue), which comes back as such."""
+    if isinstance(value, dict) and set(value) == {"list"}:
+        value = value["list"]
+    return ",".join(str(item) for item in value) if isinstance(value, list) else str(value or "")
+
+
 def artifact_of(executor_input: dict[str, Any], name: str) -> dict[str, Any]:
     found = executor_input.get("inputs", {}).get("artifacts", {}).get(name, {}).get("artifacts", [])
     if not found:
@@ -121,8 +129,8 @@ def lineage(executor_input: dict[str, Any]) -> dict[str, object]:
         "kfp_run_id": values["run_id"], "pipeline": PIPELINE, "dataset": values["dataset"],
         "dataset_version": values["dataset_version"], "git_commit": values["git_commit"],
         "source_sha256": trained.get("source_sha256", ""), "trainjob": trained.get("trainjob", ""),
-        "training_images": ",".join(trained.get("training_images", [])),
-        "step_images": ",".join(trained.get("step_images", [])), "model_source_uri": model.get("uri", ""),
+        "training_images": joined(trained.get("training_images")), "step_images": joined(trained.get("step_images")),
+        "model_source_uri": model.get("uri", ""),
     }
     record |= {f"metric_{name}": value for name, value in sorted(metrics.get("metadata", {}).items())}
     record |= {f"param_{name}": value for name, value in sorted(values.items()) if name not in RUN_INPUTS}
