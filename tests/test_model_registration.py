@@ -71,6 +71,7 @@ class FakeRegistry:
         self.requests: list[tuple[str, str, dict[str, list[str]], dict[str, Any] | None]] = []
         self.problems: list[str] = []
         self.fail: tuple[str, str] | None = None
+        self.race = False  # the next find of a registered model misses it: another run creates it meanwhile
         self.lock = threading.Lock()
 
     def next_id(self) -> str:
@@ -100,6 +101,9 @@ class FakeRegistry:
         if method == "GET" and parts in (["registered_model"], ["model_version"]):
             self.check_query(path, query, FIND_QUERY)
             pool = self.models if parts == ["registered_model"] else self.versions
+            if self.race and parts == ["registered_model"]:
+                self.race = False
+                return 404, {"code": "404", "message": "not found"}
             hit = next((e for e in pool.values() if e["name"] == one.get("name") and
                         one.get("parentResourceId") in (None, e.get("registeredModelId"))), None)
             return (200, hit) if hit else (404, {"code": "404", "message": "not found"})
@@ -275,6 +279,16 @@ def test_another_run_is_another_version_of_the_same_model(registry: tuple[FakeRe
     assert sorted(v["name"] for v in state.versions.values()) == sorted([RUN_ID, OTHER_RUN])
     assert sorted(a["uri"] for a in state.artifacts.values()) == sorted(
         f"s3://team-bucket/models/train-eval/{r}/" for r in (RUN_ID, OTHER_RUN))
+
+
+def test_a_model_another_run_creates_meanwhile_is_found_not_duplicated(registry: tuple[FakeRegistry, str],
+                                                                        tmp_path: Path) -> None:
+    state, url = registry
+    run(executor_input(url, tmp_path / "one.json"))
+    state.race = True  # the second run looks before the first one's model is visible, then creates: 409
+    run(executor_input(url, tmp_path / "two.json", run_id=OTHER_RUN))
+    assert len(state.models) == 1 and len(state.versions) == 2 and state.problems == []
+    assert posts(state).count("/registered_models") == 2  # the refused create, then the model found by name
 
 
 def test_without_a_team_bucket_the_artifact_is_the_runs_own(registry: tuple[FakeRegistry, str], tmp_path: Path) -> None:
