@@ -38,6 +38,7 @@ from tests.test_runtimes import restricted_problems
 
 HERE = ROOT / "examples" / "pipelines"
 COMPILED = HERE / "train_pipeline.yaml"
+SOURCES = ("train_pipeline.py", "steps.py", "train.py", "register.py")  # what the compiled pipeline is made of
 STACK = "onprem-lab"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -97,7 +98,7 @@ def test_the_committed_yaml_is_what_the_source_compiles_to(tmp_path: Path) -> No
 
 def test_a_changed_source_makes_the_committed_yaml_stale(tmp_path: Path) -> None:
     """The comparison above sees a one-character change of a default (and so of the source hash)."""
-    for name in ("train_pipeline.py", "steps.py", "train.py"):
+    for name in SOURCES:
         (tmp_path / name).write_text((HERE / name).read_text(encoding="utf-8"), encoding="utf-8")
     source = tmp_path / "train_pipeline.py"
     source.write_text(source.read_text(encoding="utf-8").replace("min_accuracy: float = 0.8",
@@ -122,7 +123,7 @@ def test_the_graph_is_sensor_then_prepare_train_evaluate_then_the_gated_release(
     assert inner["train"]["inputs"]["artifacts"]["train_data"]["taskOutputArtifact"]["producerTask"] == "prepare"
     assert inner["condition-2"]["triggerPolicy"]["condition"] == \
         "inputs.parameter_values['pipelinechannel--evaluate-passed'] == 'true'"
-    assert set(spec["components"]["comp-condition-2"]["dag"]["tasks"]) == {"release"}
+    assert set(spec["components"]["comp-condition-2"]["dag"]["tasks"]) == {"release", "register"}
     assert {t: inner[t].get("retryPolicy", {}).get("maxRetryCount") for t in ("prepare", "train")} == \
         {"prepare": 2, "train": 2}
     # what reads mutable storage is never served from KFP's cache
@@ -134,7 +135,7 @@ def test_no_step_pod_asks_for_a_gpu_and_every_one_is_restricted_with_quota_reque
     """Kueue's pod integration is off: a GPU in a step's own pod would bypass the queue. The GPU goes in the
     TrainJob. PSA restricted needs runAsNonRoot from us (KFP's compiler adds seccomp and drops capabilities)."""
     platform = compiled()[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
-    assert set(platform) == set(executors()) and len(executors()) == 5
+    assert set(platform) == set(executors()) and len(executors()) == 6
     for name, container in executors().items():
         resources = container["resources"]
         assert "accelerator" not in resources and "gpu" not in json.dumps(resources).lower(), name
@@ -150,7 +151,9 @@ def test_every_step_runs_the_committed_steps_program_in_the_pinned_python_image(
     program = (HERE / "steps.py").read_text(encoding="utf-8")
     for name, container in executors().items():
         assert container["image"] == runtime_image, name  # an image every stack already pins and mirrors
-        assert container["command"] == ["python3", "-c", program], name
+        source = "register.py" if name == "exec-register" else "steps.py"
+        assert container["command"] == ["python3", "-c", (HERE / source).read_text(encoding="utf-8")], name
+    assert executors()["exec-train"]["command"][2] == program
     assert argument(executors()["exec-train"], "--script") == (HERE / "train.py").read_text(encoding="utf-8")
 
 
@@ -172,7 +175,7 @@ def test_the_run_records_dataset_version_parameters_and_code_identity() -> None:
     inputs = spec["root"]["inputDefinitions"]["parameters"]
     assert "defaultValue" not in inputs["git_commit"] and "defaultValue" not in inputs["queue"]  # the submitter's
     train, release = executors()["exec-train"], executors()["exec-release"]
-    sources = b"".join((HERE / n).read_bytes() for n in ("train_pipeline.py", "steps.py", "train.py"))
+    sources = b"".join((HERE / n).read_bytes() for n in SOURCES)
     for container in (train, release):
         assert argument(container, "--source-sha256") == hashlib.sha256(sources).hexdigest()
         assert argument(container, "--git-commit") == "{{$.inputs.parameters['git_commit']}}"
@@ -184,7 +187,7 @@ def test_the_run_records_dataset_version_parameters_and_code_identity() -> None:
     outputs = {name: set(c.get("outputDefinitions", {}).get("artifacts", {}))
                for name, c in spec["components"].items() if name.startswith("comp-") and "executorLabel" in c}
     assert outputs["comp-train"] == {"model"} and outputs["comp-evaluate"] == {"metrics"} and \
-        outputs["comp-release"] == {"lineage"}
+        outputs["comp-release"] == {"lineage"} and outputs["comp-register"] == {"registration"}
     assert spec["components"]["comp-evaluate"]["outputDefinitions"]["artifacts"]["metrics"]["artifactType"][
         "schemaTitle"] == "system.Metrics"
 
