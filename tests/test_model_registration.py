@@ -199,12 +199,11 @@ def root_parameters() -> dict[str, Any]:
             for name, item in declared.items()}
 
 
-def executor_input(url: str, out: Path, run_id: str = RUN_ID, artifacts: str = "s3://team-bucket/models/") \
-        -> dict[str, Any]:
+def executor_input(url: str, out: Path, run_id: str = RUN_ID) -> dict[str, Any]:
     """What the KFP launcher hands the step as `{{$}}`: its input parameters, the model and metrics artifacts with the
     metadata the train and evaluate steps recorded as ML Metadata returns it (a list as {"list": [...]}, numbers as
     doubles: KFP 2.16.0 metadata/converter.go), the output file."""
-    values = {**root_parameters(), "registry_url": url, "model_artifacts": artifacts, "run_id": run_id,
+    values = {**root_parameters(), "registry_url": url, "run_id": run_id,
               "dataset_version": "sha256:" + "d" * 64}
     model = {"name": "model", "uri": f"s3://team-bucket/pipelines/vision/{run_id}/train/model",
              "metadata": {"source_sha256": "5" * 64, "trainjob": "vision/train-eval-0f1e2d3c4b5a",
@@ -251,7 +250,7 @@ def test_a_run_registers_a_model_a_version_with_its_lineage_and_the_artifact_in_
     assert parameters["epochs"] == 20 and parameters["learning_rate"] == 0.05 and parameters["queue"] == "vision"
     assert "stage" not in properties  # promotion is a reviewed step of its own (docs/model-lifecycle.md)
     (artifact,) = state.artifacts.values()
-    assert artifact["uri"] == f"s3://team-bucket/models/train-eval/{RUN_ID}/"
+    assert artifact["uri"] == f"s3://team-bucket/pipelines/vision/{RUN_ID}/train/model"  # where the run wrote it
     assert (artifact["modelSourceKind"], artifact["modelSourceId"]) == ("kfp", RUN_ID)
     recorded = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
     assert recorded["artifacts"]["registration"]["artifacts"][0]["metadata"] == {
@@ -278,7 +277,7 @@ def test_another_run_is_another_version_of_the_same_model(registry: tuple[FakeRe
     assert len(state.models) == 1
     assert sorted(v["name"] for v in state.versions.values()) == sorted([RUN_ID, OTHER_RUN])
     assert sorted(a["uri"] for a in state.artifacts.values()) == sorted(
-        f"s3://team-bucket/models/train-eval/{r}/" for r in (RUN_ID, OTHER_RUN))
+        f"s3://team-bucket/pipelines/vision/{r}/train/model" for r in (RUN_ID, OTHER_RUN))
 
 
 def test_a_model_another_run_creates_meanwhile_is_found_not_duplicated(registry: tuple[FakeRegistry, str],
@@ -289,14 +288,6 @@ def test_a_model_another_run_creates_meanwhile_is_found_not_duplicated(registry:
     run(executor_input(url, tmp_path / "two.json", run_id=OTHER_RUN))
     assert len(state.models) == 1 and len(state.versions) == 2 and state.problems == []
     assert posts(state).count("/registered_models") == 2  # the refused create, then the model found by name
-
-
-def test_without_a_team_bucket_the_artifact_is_the_runs_own(registry: tuple[FakeRegistry, str], tmp_path: Path) -> None:
-    """nfs and azure stacks (TeamModels.artifacts ''): the version points at the model where the run left it."""
-    state, url = registry
-    run(executor_input(url, tmp_path / "out.json", artifacts=""))
-    (artifact,) = state.artifacts.values()
-    assert artifact["uri"] == f"s3://team-bucket/pipelines/vision/{RUN_ID}/train/model"
 
 
 def test_a_registry_error_fails_the_step_with_the_call_and_the_registrys_message(
@@ -400,9 +391,10 @@ def test_the_registry_default_is_team_visions_and_its_artifacts_are_in_its_bucke
     defaults = compiled()["root"]["inputDefinitions"]["parameters"]
     team = vision_models(stack).team("vision")
     assert defaults["registry_url"]["defaultValue"] == team.registry_url
-    uri = register_module().artifact_uri(team.artifacts, "train-eval", RUN_ID, "run-artifact")
-    if team.artifacts:
-        bucket = next(b.name for b in platform_of(stack).storage.buckets if b.team == "vision")
-        assert uri.split("://", 1)[1] == f"{bucket}/models/train-eval/{RUN_ID}/"
+    platform = platform_of(stack)
+    runs_in = next(t for t in platform.teams if t.name == "vision").namespaces[0]  # where its pipeline runs
+    store = platform.pipelines.store(runs_in) if platform.pipelines else None
+    if team.artifacts:  # the run's model lands under the team's pipeline root, inside the bucket it may serve from
+        assert store is not None and store.root.startswith(team.artifacts)
     else:
-        assert uri == "run-artifact"
+        assert store is None

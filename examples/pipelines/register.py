@@ -6,9 +6,9 @@ a version in the team's own Model Registry, with its lineage, through the regist
       model version <KFP run id>               lineage as custom properties: the run id, every pipeline parameter
                                                (param_<name>), the dataset and its version, the git commit, the
                                                sources' hash, the training image digests, the quality check's metrics
-        model artifact <model_name>-<run id>   uri: <model_artifacts><model_name>/<run id>/ (the team bucket's models/
-                                               prefix, TeamModels.artifacts); on a stack without team buckets
-                                               (model_artifacts ''), the run's own model artifact URI
+        model artifact <model_name>-<run id>   uri: the run's own Model artifact, where KFP's launcher wrote it:
+                                               inside the team bucket (the pipeline root of the team's runs) on
+                                               stacks with team buckets, where its InferenceServices may read it
 
 The version is named after the run, so a retried step or a retried run finds what it registered and creates nothing
 twice. Everything the step records comes from its executor input (`{{$}}`): its input parameters (the pipeline's
@@ -137,14 +137,6 @@ def lineage(executor_input: dict[str, Any]) -> dict[str, object]:
     return record
 
 
-def artifact_uri(prefix: str, model_name: str, version: str, run_artifact: str) -> str:
-    """The model's place: <TeamModels.artifacts><model>/<version>/ in the team bucket; the run's own artifact where
-    the stack has no team bucket (TeamModels.artifacts '')."""
-    if not prefix:
-        return run_artifact
-    return f"{prefix.rstrip('/')}/{model_name}/{version}/"
-
-
 def namespace() -> str:
     path = pathlib.Path(SERVICE_ACCOUNT, "namespace")
     return path.read_text(encoding="utf-8").strip() if path.exists() else ""
@@ -155,9 +147,9 @@ def register(executor_input: dict[str, Any]) -> dict[str, str]:
     values = executor_input.get("inputs", {}).get("parameterValues", {})
     properties = lineage(executor_input)
     name, version = str(values["model_name"]), str(values["run_id"])
-    uri = artifact_uri(str(values.get("model_artifacts", "")), name, version, str(properties["model_source_uri"]))
+    uri = str(properties["model_source_uri"])
     if not uri:
-        raise SystemExit("register: the model has no URI to register (neither model_artifacts nor the run's own)")
+        raise SystemExit("register: the model artifact has no URI to register (compile the pipeline again)")
     registry = Registry(str(values.get("registry_url", "")))
     model, model_new = registry.found_or_created(
         ("/registered_model", {"name": name}),
@@ -173,7 +165,7 @@ def register(executor_input: dict[str, Any]) -> dict[str, str]:
     artifact = next((a for a in listed.get("items", []) if a.get("name") == artifact_name), None)
     if artifact is not None and artifact.get("uri") != uri:
         raise SystemExit(f"register: version {version} of {name} already has artifact {artifact_name} at "
-                         f"{artifact.get('uri')}, not {uri}: archive that version or rerun with its model_artifacts")
+                         f"{artifact.get('uri')}, not {uri}: archive that version first")
     if artifact is None:
         artifact = registry.call("POST", f"/model_versions/{entry['id']}/artifacts", {
             "artifactType": "model-artifact", "name": artifact_name, "uri": uri,

@@ -93,7 +93,7 @@ def release(dataset: str, dataset_version: str, git_commit: str, run_id: str, mo
 
 @dsl.container_component
 def register(model: dsl.Input[dsl.Model], metrics: dsl.Input[dsl.Metrics], run_id: str, dataset_version: str,
-             registry_url: str, model_name: str, model_artifacts: str, queue: str, git_commit: str, dataset: str,
+             registry_url: str, model_name: str, queue: str, git_commit: str, dataset: str,
              only_if_new_data: bool, test_fraction: float, seed: int, epochs: int, learning_rate: float,
              batch_size: int, runtime: str, priority: str, nodes: int, gpus_per_node: int, cpu_per_node: str,
              memory_per_node: str, min_accuracy: float, train_timeout_hours: float,
@@ -130,7 +130,7 @@ def train_eval(queue: str, git_commit: str, dataset: str = "digits", only_if_new
                batch_size: int = 256, runtime: str = "torch-distributed", priority: str = "research", nodes: int = 1,
                gpus_per_node: int = 1, cpu_per_node: str = "2", memory_per_node: str = "6Gi",
                min_accuracy: float = 0.8, train_timeout_hours: float = 24.0, registry_url: str = REGISTRY_URL,
-               model_name: str = NAME, model_artifacts: str = "") -> None:
+               model_name: str = NAME) -> None:
     sensor = restricted(check_dataset(dataset=dataset, only_if_new_data=only_if_new_data), DATASETS, WORK)
     sensor.set_display_name("check dataset")
     with dsl.If(sensor.outputs["changed"] == "true", name="new-data"):
@@ -150,7 +150,7 @@ def train_eval(queue: str, git_commit: str, dataset: str = "digits", only_if_new
             restricted(register(
                 model=trained.outputs["model"], metrics=quality.outputs["metrics"], run_id=RUN_ID,
                 dataset_version=data.outputs["dataset_version"], registry_url=registry_url, model_name=model_name,
-                model_artifacts=model_artifacts, queue=queue, git_commit=git_commit, dataset=dataset,
+                queue=queue, git_commit=git_commit, dataset=dataset,
                 only_if_new_data=only_if_new_data, test_fraction=test_fraction, seed=seed, epochs=epochs,
                 learning_rate=learning_rate, batch_size=batch_size, runtime=runtime, priority=priority, nodes=nodes,
                 gpus_per_node=gpus_per_node, cpu_per_node=cpu_per_node, memory_per_node=memory_per_node,

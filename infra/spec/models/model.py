@@ -32,7 +32,6 @@ REGISTRY_VERSIONS = ("0.3.7",)
 SERVING_VERSIONS = ("0.16.0",)
 REGISTRY_DB_SIZE = "10Gi"  # what the vendored claim (metadata-mysql) requests
 MODELS_SUFFIX = "-models"
-MODELS_PREFIX = "models"  # the key prefix of model artifacts in a team bucket: models/<model>/<version>/
 # The registry's Service and REST port as the vendored overlays name them (overlays/db, base).
 REGISTRY_SERVICE, REGISTRY_PORT = "model-registry-service", 8080
 REGISTRY_ROUTE = "/model-registry"  # the front door's path prefix: /model-registry/<team>/
@@ -105,8 +104,8 @@ def check_models(spec: ModelsSpec | None, front_door: bool, budgets: dict[str, S
 @dataclass(frozen=True)
 class TeamModels:
     """One team's registry and serving: its models namespace, the registry's in-cluster URL and its route at the
-    front door, where its model artifacts live (the team bucket's URI prefix; '' without a team bucket), and its
-    serving budget (None: the team registers models but serves none)."""
+    front door, where its models live (its bucket's URI, under which its InferenceServices may read; '' without
+    one), and its serving budget (None: the team registers models but serves none)."""
 
     team: str
     namespace: str
@@ -132,11 +131,13 @@ class ModelsFacts:
 
 
 def _artifacts(storage: StorageFacts, team: str) -> str:
+    """The team bucket's URI, where Pipelines' launcher writes the team's runs' artifacts (its pipeline root is
+    inside it: infra/spec/pipelines/model.py), so a registered model is served from where its run wrote it; '' on
+    stacks whose object store the launcher and KServe do not read (nfs, azure)."""
     bucket = next((b for b in storage.buckets if b.team == team), None)
-    if bucket is None:
+    if bucket is None or storage.profile not in ("aws", "gcp", "rook-ceph"):
         return ""
-    scheme = "gs" if storage.profile == "gcp" else "s3"
-    return f"{scheme}://{bucket.name}/{MODELS_PREFIX}/" if storage.profile in ("aws", "gcp", "rook-ceph") else ""
+    return f"{'gs' if storage.profile == 'gcp' else 's3'}://{bucket.name}/"
 
 
 def derive_models(spec: ModelsSpec | None, storage: StorageFacts,
