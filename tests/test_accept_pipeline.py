@@ -255,6 +255,25 @@ def test_doubles_compare_to_a_relative_tolerance_at_its_edge() -> None:
     assert check.difference(metrics(1.0), metrics(1.0 + 1.1e-6)) is not None
 
 
+def test_a_rerun_differs_only_where_it_names_its_own_run() -> None:
+    """The run id, its TrainJob, its URIs and the registry version it got differ between two runs by design; the
+    lineage's data, code and metrics may not, at any depth of a recorded struct."""
+    from infra.live.mlmd import Artifact
+
+    record = {"runtime_config": {"parameters": {}}, "run_details": {"task_details": []}}
+
+    def run(run_id: str, commit: str = "c0ffee") -> tuple[dict[str, Any], list[Artifact]]:
+        lineage = {"run_id": run_id, "model": f"s3://b/{run_id}/model", "git_commit": commit, "dataset_version": "d1"}
+        registration = {"model_version_id": run_id[-1], "model_version": run_id, "registered_model_id": "1"}
+        return record, [Artifact(1, 3, f"s3://b/{run_id}/lineage", 2, {"display_name": "lineage", "lineage": lineage,
+                                                                       "trainjob": f"vision/{run_id}"}),
+                        Artifact(2, 3, f"s3://b/{run_id}/reg", 2, {"display_name": "registration", **registration})]
+
+    assert check.difference(run("run-1"), run("run-2")) is None
+    changed = check.difference(run("run-1"), run("run-2", commit="bad"))
+    assert changed is not None and "lineage" in changed
+
+
 def test_without_the_other_token_the_isolation_step_says_it_was_not_checked(on: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(check.OTHER_TOKEN_FILE_ENV)
@@ -287,6 +306,18 @@ def test_a_parameter_without_a_default_is_refused() -> None:
     assert check.parameters(yaml.safe_dump(package), {"queue": "lq-vision"}) == {**PARAMETERS, "queue": "lq-vision"}
     with pytest.raises(Failed, match="parameter 'queue' has no default"):
         check.parameters(yaml.safe_dump(package), {"queue": ""})
+
+
+def test_the_run_registers_in_its_own_teams_registry_not_the_default_teams() -> None:
+    """registry_url defaults to team vision's registry; accept's run is another team's, whose registry it names
+    (empty on a stack without models: the step then registers nothing). Other defaults stay as they ship."""
+    package = copy.deepcopy(PACKAGE)
+    package["root"]["inputDefinitions"]["parameters"]["registry_url"] = {
+        "parameterType": "STRING", "defaultValue": "http://model-registry-service.vision-models.svc.cluster.local:8080"}
+    own = "http://model-registry-service.demo-models.svc.cluster.local:8080"
+    sent = check.parameters(yaml.safe_dump(package), {"registry_url": own, "epochs": 99})
+    assert sent == {**PARAMETERS, "registry_url": own}
+    assert check.parameters(yaml.safe_dump(package), {"registry_url": ""})["registry_url"] == ""
 
 
 # --- verify ---------------------------------------------------------------------------------------------------

@@ -313,6 +313,16 @@ def test_an_unreachable_registry_fails_the_step_naming_it(tmp_path: Path) -> Non
     assert "TeamModels.registry_url" in str(failed.value)
 
 
+def test_without_a_registry_the_step_registers_nothing_and_succeeds(registry: tuple[FakeRegistry, str],
+                                                                     tmp_path: Path) -> None:
+    """A stack without `models` runs the example with registry_url '' (accept sends it so): no call, no failure."""
+    state, _ = registry
+    run(executor_input("", tmp_path / "out.json"))
+    assert state.requests == []
+    recorded = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert recorded["artifacts"]["registration"]["artifacts"][0]["metadata"] == {}
+
+
 def test_the_fake_refuses_a_field_the_api_does_not_define(registry: tuple[FakeRegistry, str]) -> None:
     """The oracle above can fail: a misspelt field or a value that is not a MetadataValue is a problem."""
     state, _ = registry

@@ -184,10 +184,14 @@ def main(argv: list[str]) -> None:
     if len(argv) != 2 or argv[0] != "--executor-input":
         raise SystemExit("usage: register.py --executor-input '<the KFP executor input JSON>'")
     executor_input = json.loads(argv[1])
-    try:
-        registered = register(executor_input)
-    except RegistryError as error:
-        raise SystemExit(f"register: {error}") from None
+    registered: dict[str, str] = {}
+    if not executor_input.get("inputs", {}).get("parameterValues", {}).get("registry_url"):
+        print("register: registry_url is empty (a stack without `models`): nothing registered")
+    else:
+        try:
+            registered = register(executor_input)
+        except RegistryError as error:
+            raise SystemExit(f"register: {error}") from None
     output = executor_input.get("outputs", {}).get("outputFile")
     if output:  # the registration's ids in the run's journal: what an InferenceService labels itself with
         pathlib.Path(output).parent.mkdir(parents=True, exist_ok=True)

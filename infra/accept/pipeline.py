@@ -42,13 +42,16 @@ POLL_SECONDS = 15.0
 RELATIVE_TOLERANCE = 1e-6  # logged doubles of two runs of the same code, data and parameters
 
 
-# The parameters the example leaves to its caller (examples/pipelines/submit.py): the code's commit, the team's queue.
+# The parameters the example leaves to its caller (examples/pipelines/submit.py): the code's commit, the team's queue;
+# and the one whose default is one team's (vision's registry), which accept sets to its own team's.
 CALLER_PARAMETERS = ("git_commit", "queue")
+TEAM_PARAMETERS = ("registry_url",)
 
 
 def parameters(package: str, supplied: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The pipeline's root parameters with their defaults (the compiled IR's root.inputDefinitions), and for those
-    the example leaves to its caller, the values `supplied` (the commit under test, the team's LocalQueue)."""
+    the example leaves to its caller, the values `supplied` (the commit under test, the team's LocalQueue); a
+    supplied team parameter replaces its default (the team's own registry)."""
     supplied = supplied or {}
     spec = next((doc for doc in yaml.safe_load_all(package) if isinstance(doc, dict) and "root" in doc), None)
     if spec is None:
@@ -58,7 +61,8 @@ def parameters(package: str, supplied: Mapping[str, Any] | None = None) -> dict[
                and not (name in CALLER_PARAMETERS and supplied.get(name))]
     if missing:
         raise Failed(f"{PACKAGE}: parameter '{missing[0]}' has no default: accept runs the example as it ships")
-    return {name: item["defaultValue"] if "defaultValue" in item else supplied[name]
+    return {name: supplied[name] if name in supplied and (name in TEAM_PARAMETERS or "defaultValue" not in item)
+            else item["defaultValue"] if "defaultValue" in item else supplied[name]
             for name, item in sorted(declared.items())}
 
 
@@ -124,9 +128,19 @@ def _recorded(record: dict[str, Any], sent: dict[str, Any], artifacts: list[Arti
     return problems
 
 
+# What names the run rather than describing its result: the run id, the TrainJob it submitted, the URIs under its own
+# pipeline root, the model version the registry gave it (examples/pipelines/steps.py, register.py). A rerun differs
+# there by design; everything else it records must be the same.
+RUN_IDENTITY = frozenset({"run_id", "trainjob", "model", "uri", "model_source_uri", "model_version",
+                          "model_version_id", "model_artifact_id"})
+
+
 def _same(one: Any, other: Any) -> bool:
     if isinstance(one, float) and isinstance(other, float):
         return math.isclose(one, other, rel_tol=RELATIVE_TOLERANCE)
+    if isinstance(one, dict) and isinstance(other, dict):
+        keys = (set(one) | set(other)) - RUN_IDENTITY
+        return all(_same(one.get(key), other.get(key)) for key in keys)
     return bool(one == other)
 
 
@@ -149,7 +163,7 @@ def difference(first: tuple[dict[str, Any], list[Artifact]], rerun: tuple[dict[s
     if sorted(a) != sorted(b):
         return f"artifacts {sorted(b)} vs {sorted(a)}"
     for key in sorted(a):
-        for name in sorted(set(a[key].properties) | set(b[key].properties)):
+        for name in sorted((set(a[key].properties) | set(b[key].properties)) - RUN_IDENTITY):
             if not _same(a[key].properties.get(name), b[key].properties.get(name)):
                 return (f"artifact {key}: {name} = {b[key].properties.get(name)!r} in the rerun, "
                         f"{a[key].properties.get(name)!r} in the first run")
@@ -257,7 +271,10 @@ def pipeline(run: Run) -> str:
     if not PACKAGE.is_file():
         raise Failed(f"{PACKAGE} is missing: compile the example pipeline (examples/pipelines)")
     team = next(t for t in platform.teams if t.name == run.team)
-    sent = parameters(PACKAGE.read_text(encoding="utf-8"), {"git_commit": run.commit, "queue": team.local_queues[0]})
+    # Its model goes to the team's own registry; none on a stack without `models` (the step registers nothing).
+    registry = platform.models.team(team.name).registry_url if platform.models else ""
+    sent = parameters(PACKAGE.read_text(encoding="utf-8"), {"git_commit": run.commit, "queue": team.local_queues[0],
+                                                            "registry_url": registry})
     api = run.pipelines or HttpsPipelinesApi()
     namespace = team.namespaces[0]
     token = token_from()
