@@ -60,8 +60,10 @@ def registry_patches(facts: ModelsFacts) -> list[Patch]:
     - Requests and limits on both (above). The server rolls over without a surge pod (maxSurge 0): the namespace's
       quota holds exactly one server's requests beyond the serving budget, so a surge pod would be refused and the
       rollout would stall; the REST API is away for the seconds a restart takes.
-    The pods' sidecar label stays as shipped: team namespaces are outside Istio's injection
-    (infra/platform/frontdoor_patches.py), so neither pod gets a sidecar, and PSA `restricted` holds as rendered."""
+    - The server's pod label `sidecar.istio.io/inject: "true"` goes: team namespaces are outside Istio's injection
+      whatever a pod asks (infra/platform/frontdoor_patches.py), so it would be a request nobody grants; no pod
+      template of the platform asks for a sidecar outside Pipelines' namespace. Neither pod gets one (the gateway
+      reaches the server in plain HTTP, as it reaches Grafana), and PSA `restricted` holds as rendered."""
     klass, size = facts.database
     return [
         json6902("ConfigMap", "model-registry-db-parameters", [
@@ -72,4 +74,6 @@ def registry_patches(facts: ModelsFacts) -> list[Patch]:
         _deployment(DATABASE, container={"image": MYSQL_IMAGE}),
         _deployment(SERVER, spec={"strategy": {"type": "RollingUpdate",
                                                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}),
+        json6902("Deployment", SERVER, [
+            {"op": "remove", "path": "/spec/template/metadata/labels/sidecar.istio.io~1inject"}]),
     ]
