@@ -19,7 +19,7 @@ The database's password is each team's own, derived from the stack's secret key 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
@@ -51,6 +51,11 @@ READ_METHODS = ["GET", "HEAD"]  # what a team's analysts may send; anything else
 def db_password(facts: ModelsFacts, team: str, value: str) -> str:
     """The team's database password: 32 hex characters (safe inside the server's MySQL DSN as it is written)."""
     return derived(checked(facts.secret_key, value), f"model-registry-db-{team}")
+
+
+def _login(facts: ModelsFacts, team: str) -> Callable[[str], dict[str, str]]:
+    """The team's database Secret's data (the overlay's keys) from the stack's secret key."""
+    return lambda value: {"MYSQL_USER_NAME": DB_USER, "MYSQL_ROOT_PASSWORD": db_password(facts, team, value)}
 
 
 def registry_ingress() -> dict[str, dict[str, Any]]:
@@ -126,8 +131,7 @@ class ModelRegistry(pulumi.ComponentResource):
                 kube_object(f"{ns}-{policy}", NETWORKING_API, "NetworkPolicy", metadata(policy, ns), opts_ns,
                             spec=spec)
             if secret is not None:
-                data = secret.apply(lambda v, t=team.team: {"MYSQL_USER_NAME": DB_USER,
-                                                            "MYSQL_ROOT_PASSWORD": db_password(facts, t, v)})
+                data = secret.apply(_login(facts, team.team))
                 kube_object(f"{ns}-{DB_SECRET}", "v1", "Secret", metadata(DB_SECRET, ns), opts_ns, type="Opaque",
                             stringData=pulumi.Output.secret(data))
             opts_door = child_opts(self, provider, [*after])
