@@ -6,6 +6,7 @@ evaluated with Istio 1.28's semantics); the models namespace's quota exactly the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from infra.apiserver.quota import Quotas
+from infra.apiserver.review import Reviewer
 from infra.apiserver.state import ClusterState
 from infra.commands import main
 from infra.components import GATEWAY_POD_LABELS, ISTIO
@@ -85,6 +87,34 @@ def test_the_registry_s_pods_pass_restricted_run_no_sidecar_and_pin_their_images
             assert set(resources["requests"]) == {"cpu", "memory"} and "memory" in resources["limits"]
         images = object_images(deployment)
         assert [i for i in images if unpinned_image(i) or "." not in i.split("/")[0]] == [], images
+
+
+REPLICASET_CONTROLLER = ("system:serviceaccount:kube-system:replicaset-controller",
+                         ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+
+
+def _registry_pods(stack: str, namespace: str) -> list[Obj]:
+    """The pods the ReplicaSet controller creates from the registry's Deployments."""
+    return [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": _meta(d)[1], "namespace": namespace,
+                                                            "labels": pod_templates("Deployment", d)[0]["metadata"]
+                                                            .get("labels", {})},
+             "spec": pod_templates("Deployment", d)[0]["spec"]} for d in _in(stack, namespace, "Deployment")]
+
+
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_the_platform_s_admission_admits_the_registry_s_pods(stack: str) -> None:
+    """Pods in team namespaces meet the platform's policies (allowed registries, pinned images, Pod Security):
+    the registry's must pass them as the ReplicaSet controller creates them; another image in them would not."""
+    rendered = kube_objects(capture_of(stack))
+    reviewer = Reviewer(platform_of(stack).spec.versions, None, ClusterState(rendered))
+    user, groups = REPLICASET_CONTROLLER
+    pods = _registry_pods(stack, _models(stack).teams[0].namespace)
+    assert len(pods) == 2
+    for pod in pods:
+        assert reviewer.review(pod, user=user, groups=groups).refusals == [], _meta(pod)
+    stranger = json.loads(json.dumps(pods[0]))
+    stranger["spec"]["containers"][0]["image"] = "docker.io/library/postgres:16"
+    assert reviewer.review(stranger, user=user, groups=groups).refusals
 
 
 # --- the database: its own password, its volume kept -----------------------------------------------------------------

@@ -28,6 +28,7 @@ SERVER_PODS = {"component": "model-registry-server"}
 DATABASE_PODS = {"component": "db"}
 # Docker Hub's short name, fully qualified (the same image): `trainyard images` lists what a mirror needs.
 MYSQL_IMAGE = "docker.io/library/mysql:8.3"
+SERVER_IMAGE = "ghcr.io/kubeflow/model-registry/server"  # the overlay's, at `v<models.registry.version>`
 # Upstream sets none (kubeflow-platform reference §7.6). They count in the models namespace's quota: the server idles
 # at a few MiB (Go, one REST process); MySQL 8's buffer pool alone is 128 MiB. Memory limits only: a CPU limit would
 # throttle the database under load for no isolation gain (the quota bounds requests).
@@ -36,6 +37,12 @@ RESOURCES: dict[str, dict[str, dict[str, str]]] = {
     DATABASE: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
 }
 _CONTAINERS = {SERVER: SERVER_CONTAINER, DATABASE: DATABASE_CONTAINER}
+
+
+def registry_images(facts: ModelsFacts) -> list[str]:
+    """The registry's images, as its pods run them: what the platform's admission must admit in a models namespace
+    (infra/platform/admission.py platform_images)."""
+    return [f"{SERVER_IMAGE}:v{facts.registry_version}", MYSQL_IMAGE]
 
 
 def registry_requests() -> dict[str, Decimal]:
@@ -57,6 +64,7 @@ def registry_patches(facts: ModelsFacts) -> list[Patch]:
     """- The database's parameters: no MYSQL_ALLOW_EMPTY_PASSWORD (the root password is always set, from ours).
     - Its Secret (root / `test`) is dropped: registry.py writes each team's own, same name and keys.
     - Its claim on the stack's class and size (models.registry.database, a Retain class; retained on delete).
+    - Images: spelled here (the same as the overlay's), so that admission admits exactly what runs.
     - Requests and limits on both (above). The server rolls over without a surge pod (maxSurge 0): the namespace's
       quota holds exactly one server's requests beyond the serving budget, so a surge pod would be refused and the
       rollout would stall; the REST API is away for the seconds a restart takes.
@@ -72,7 +80,7 @@ def registry_patches(facts: ModelsFacts) -> list[Patch]:
         merge("v1", "PersistentVolumeClaim", DB_CLAIM, None,
               spec={"storageClassName": klass, "resources": {"requests": {"storage": size}}}),
         _deployment(DATABASE, container={"image": MYSQL_IMAGE}),
-        _deployment(SERVER, spec={"strategy": {"type": "RollingUpdate",
+        _deployment(SERVER, container={"image": registry_images(facts)[0]}, spec={"strategy": {"type": "RollingUpdate",
                                                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}),
         json6902("Deployment", SERVER, [
             {"op": "remove", "path": "/spec/template/metadata/labels/sidecar.istio.io~1inject"}]),
