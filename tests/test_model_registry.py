@@ -7,9 +7,7 @@ evaluated with Istio 1.28's semantics); the models namespace's quota exactly the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,19 +15,17 @@ import pytest
 from infra.apiserver.quota import Quotas
 from infra.apiserver.review import Reviewer
 from infra.apiserver.state import ClusterState
-from infra.commands import main
 from infra.components import GATEWAY_POD_LABELS, ISTIO
 from infra.offline import engine
 from infra.offline.images import object_images
 from infra.platform.models.registry import db_password, registry_access
 from infra.platform.models.registry_patches import DB_PORT, DB_SECRET
-from infra.spec import SpecError, validate
 from infra.spec.base import parse_quantity
 from infra.spec.input.keys import MODEL_REGISTRY_DB_PASSWORD_KEY, PLATFORM_KEY
 from infra.spec.models.model import REGISTRY_PORT
 from infra.spec.pins import unpinned_image
 from infra.vocabulary import pod_templates
-from tests.conftest import ALL_STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
+from tests.conftest import ALL_STACKS, capture_of, kube_objects, platform_of, raw_platform
 from tests.test_frontdoor import _namespace, _path_matches, ingress_allowed, injected
 from tests.test_frontdoor_machine import _principal_matches
 
@@ -388,82 +384,3 @@ def test_a_predictor_at_the_budget_fits_beside_the_registry_and_one_past_it_is_r
     assert quotas.review(_pod("demo-models", "1001m", "2Gi"))
     assert quotas.review(_pod("demo-models", "1", "2049Mi"))
     assert quotas.review(_pod("demo-models", "100m", "128Mi", **{"nvidia.com/gpu": "1"}))  # no GPU in its budget
-
-
-# --- bad input -----------------------------------------------------------------------------------------------------
-
-Edit = Callable[[dict[str, Any]], None]
-
-
-def _set(path: str, value: Any) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        node = raw
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return edit
-
-
-def _drop(*keys: str) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        for key in keys:
-            *parents, last = key.split(".")
-            node = raw
-            for part in parents:
-                node = node[part]
-            node.pop(last)
-    return edit
-
-
-# (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
-CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
-    ("models without a front door", "local", _drop("frontDoor", "pipelines"),
-     _drop("frontDoor", "pipelines", "models", "teams.demo.serving"), "models", ("frontDoor",)),
-    ("serving without models", "local", _drop("models"), _drop("models", "teams.demo.serving"),
-     "teams.demo.serving", ("models",)),
-    ("an unknown pool", "local", _set("teams.demo.serving.pool", "tpu"), _set("teams.demo.serving.pool", "gpu"),
-     "teams.demo.serving.pool", ("tpu", "cpu, gpu")),
-    ("gpus on a CPU pool", "local", _set("teams.demo.serving.gpus", 1),
-     lambda raw: raw["teams"]["demo"]["serving"].update(pool="gpu", gpus=1), "teams.demo.serving.gpus",
-     ("no GPUs",)),
-    ("a registry version not vendored", "aws-prod", _set("models.registry.version", "0.3.8"),
-     _set("models.registry.version", "0.3.7"), "models.registry.version", ("0.3.8", "0.3.7", "vendored")),
-    ("a serving version not vendored", "aws-prod", _set("models.serving.version", "0.17.0"),
-     _set("models.serving.version", "0.16.0"), "models.serving.version", ("0.16.0",)),
-    ("the database on a Delete class", "aws-prod", _set("models.registry.database.storageClass", "block"),
-     _set("models.registry.database.storageClass", "checkpoints"), "models.registry.database.storageClass",
-     ("Delete", "Retain")),
-]
-
-
-@pytest.mark.parametrize(("stack", "refused", "accepted", "path", "words"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_refused_with_its_path_and_the_neighbour_accepted(stack: str, refused: Edit, accepted: Edit, path: str,
-                                                          words: tuple[str, ...]) -> None:
-    raw = raw_platform(stack)
-    refused(raw)
-    with pytest.raises(SpecError) as caught:
-        validate(raw, stack)
-    assert caught.value.path == f"{PLATFORM_KEY}.{path}", str(caught.value)
-    for word in words:
-        assert word in caught.value.message, f"{word!r} not in {caught.value.message!r}"
-    raw = raw_platform(stack)
-    accepted(raw)
-    validate(raw, stack)
-
-
-@pytest.mark.usefixtures("nothing_runs")
-@pytest.mark.parametrize(("stack", "refused", "path"), [(c[1], c[2], c[4]) for c in CASES], ids=[c[0] for c in CASES])
-def test_cli_exits_2_with_one_line_and_writes_nothing(stack: str, refused: Edit, path: str, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    raw = raw_platform(stack)
-    refused(raw)
-    out_dir = tmp_path / "out"
-    code = main(["render", str(write_stack(tmp_path, raw, "models")), "--out", str(out_dir)])
-    out, err = capsys.readouterr()
-    assert code == 2, err + out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err + out, err
-    assert f"{PLATFORM_KEY}.{path}" in lines[0], lines[0]
-    assert not out_dir.exists()
