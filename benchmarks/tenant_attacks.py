@@ -181,7 +181,7 @@ def _within_quota(platform: Platform, attack: Attack) -> bool:
     """The API server's ResourceQuota check for a new Pod in an empty namespace: its GPU requests (defaulted from
     limits) against the namespace's requests.nvidia.com/gpu."""
     team = next(t for t in platform.teams if attack.namespace in t.namespaces)
-    ceiling = parse_quantity(tenancy.quota_hard(platform, team)[f"requests.{GPU}"])
+    ceiling = parse_quantity(tenancy.quota_hard(platform, team, attack.namespace)[f"requests.{GPU}"])
     assert attack.obj is not None
     asked = sum(int(c["resources"]["limits"].get(GPU, 0)) for c in attack.obj["spec"]["containers"])
     return Decimal(asked) <= ceiling

@@ -7,7 +7,13 @@ from infra.cluster import build_cluster
 from infra.kit.naming import cluster_scope
 from infra.platform import build_burst, build_platform
 from infra.spec import KUBECONFIG_KEY, Platform, load_pulumi, secret
-from infra.spec.input.keys import ALERT_WEBHOOK_KEY, CREDENTIALS_KEY, GRAFANA_PASSWORD_KEY, PIPELINES_DB_PASSWORD_KEY
+from infra.spec.input.keys import (
+    ALERT_WEBHOOK_KEY,
+    CREDENTIALS_KEY,
+    GRAFANA_PASSWORD_KEY,
+    MODEL_REGISTRY_DB_PASSWORD_KEY,
+    PIPELINES_DB_PASSWORD_KEY,
+)
 from infra.spec.input.load import worker_kubeconfigs
 
 platform = load_pulumi()
@@ -23,15 +29,19 @@ def pipelines_secret(member: Platform) -> pulumi.Output[str] | None:
     return secret(PIPELINES_DB_PASSWORD_KEY) if member.pipelines else None
 
 
+def registry_secret(member: Platform) -> pulumi.Output[str] | None:
+    return secret(MODEL_REGISTRY_DB_PASSWORD_KEY) if member.models else None
+
+
 if platform.hybrid is None:
     build_platform(platform, build_cluster(platform, secret(KUBECONFIG_KEY)), *secrets, door_secret(platform),
-                   pipelines_secret(platform))
+                   pipelines_secret(platform), registry_secret(platform))
 else:
     built = {}
     for name, member in platform.hybrid.clusters.items():
         with cluster_scope(name):
             built[name] = build_platform(member, build_cluster(member, secret(KUBECONFIG_KEY)), *secrets,
-                                         door_secret(member), pipelines_secret(member))
+                                         door_secret(member), pipelines_secret(member), registry_secret(member))
     build_burst(platform, built, worker_kubeconfigs(platform))
     pulumi.export("clusters", {name: member.cluster_name for name, member in platform.hybrid.clusters.items()})
 pulumi.export("stack", platform.stack)

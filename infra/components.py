@@ -183,8 +183,15 @@ PIPELINES = Component(
     crds=(Crds("argoproj.io"), Crds("kubeflow.org"), Crds("metacontroller.k8s.io")), metrics_ports=(8888, 9090),
     secrets=("mysql-secret", "mlpipeline-minio-artifact"))
 
+# Kubeflow Model Registry 0.3.7 (infra/platform/models/registry.py, docs/models.md): one server and MySQL per team,
+# rendered into the team's models namespace (`<team>-models`, the team's own: namespace '' here). Ports: REST 8080
+# (the gateway and the team's namespaces), MySQL 3306 (its server only); no webhook, aggregated API or metrics port.
+MODEL_REGISTRY = Component(
+    "model-registry", "models.registry", (_kubeflow("applications/model-registry/upstream/overlays/db"),),
+    secrets=("model-registry-db-secrets",))
+
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,
-              *FRONT_DOOR, PIPELINES)
+              *FRONT_DOOR, PIPELINES, MODEL_REGISTRY)
 
 
 def crd_directories() -> dict[str, str]:

@@ -280,8 +280,8 @@ def test_a_right_the_matrix_grants_but_the_cluster_withholds_fails_the_access_ch
     code, report, _ = run(sim, tmp_path, only=["access"])
     assert code == FAILED
     assert result(report, "access")["evidence"]["mismatches"] == [
-        "ml-engineer trainyard-accept-ml-engineer (group demo-eng) cannot delete core/pods in demo, the matrix says "
-        "it can"]
+        f"ml-engineer trainyard-accept-ml-engineer (group demo-eng) cannot delete core/pods in {ns}, the matrix says "
+        "it can" for ns in ("demo", "demo-models")]  # both of the team's namespaces
 
 
 def test_a_verify_problem_means_the_suite_cannot_run(cluster: Any, tmp_path: Path) -> None:

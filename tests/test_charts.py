@@ -145,8 +145,10 @@ def test_chart_objects_join_the_capture_marked_with_their_chart(stack: str) -> N
     assert {r.chart for r in installed} == set(charts_by_ref)
     for record in installed:
         assert record.parent == record.chart and record.provider == charts_by_ref[record.chart].provider
-        # CRDs, and Pipelines' journal and definitions volumes (infra/platform/kfp/pipelines.py)
-        journal = record.inputs["kind"] == "PersistentVolumeClaim" and record.chart.endswith("::pipelines")
+        # CRDs, and Pipelines' journal and definitions volumes (infra/platform/kfp/pipelines.py) and each team
+        # registry's database volume (infra/platform/models/registry.py)
+        journal = record.inputs["kind"] == "PersistentVolumeClaim" and (
+            record.chart.endswith("::pipelines") or record.chart.rpartition("::")[2].startswith("model-registry-"))
         assert record.retain_on_delete == (record.inputs["kind"] == "CustomResourceDefinition" or journal)
     kinds = {(r.chart.rpartition("::")[2], r.inputs["kind"]) for r in installed}
     assert {("kueue", "Deployment"), ("jobset", "Deployment"), ("kubeflow-trainer", "Deployment")} <= kinds

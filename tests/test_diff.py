@@ -49,8 +49,11 @@ def test_removing_a_team_lists_its_namespaces_and_volumes_as_risks_first(clone: 
     out = capsys.readouterr().out.splitlines()
     risks = [line for line in out if line.startswith("# risk:")]
     assert out[:len(risks)] == risks  # above the diff
-    assert len(risks) == 2 and "Namespace speech is deleted" in risks[0] and "speech-eval" in risks[1]
+    assert len(risks) == 3 and "Namespace speech is deleted" in risks[0] and "speech-eval" in risks[1]
     assert "speech/checkpoints: its volume stays as a Released PersistentVolume (reclaimPolicy Retain)" in risks[0]
+    # its models namespace, whose registry database's volume is retained as well
+    assert "Namespace speech-models is deleted" in risks[2]
+    assert "speech-models/metadata-mysql: its volume stays as a Released PersistentVolume" in risks[2]
 
 
 def test_a_work_tree_that_does_not_load_stops_the_diff_naming_the_field(clone: Path) -> None:

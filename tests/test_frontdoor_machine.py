@@ -36,18 +36,23 @@ def _present(value: Any) -> bool:
 
 
 def _condition(condition: Obj, headers: dict[str, str], claims: dict[str, Any]) -> bool:
-    """`when` over request.headers[...] and request.auth.claims[...], with values/notValues ["*"] (present)."""
+    """`when` over request.headers[...] and request.auth.claims[...], with values/notValues ["*"] (present) or, on
+    a claim, a list of values (a list claim matches when one of its items is listed, as Istio's list match: the
+    team registries' policies, tests/test_model_registry.py)."""
     key = condition["key"]
     name = key[key.index("[") + 1:-1]
     value = headers.get(name) if key.startswith("request.headers") else claims.get(name)
-    if "values" in condition:
-        assert condition["values"] == ["*"]
-        return _present(value)
-    assert condition["notValues"] == ["*"]
-    return not _present(value)
+    listed = condition["values"] if "values" in condition else condition["notValues"]
+    if listed == ["*"]:
+        hit = _present(value)
+    else:
+        assert key.startswith("request.auth.claims")
+        hit = any(item in listed for item in (value if isinstance(value, list) else [value]))
+    return hit if "values" in condition else not hit
 
 
-def _rule_matches(rule: Obj, path: str, principal: str | None, headers: dict[str, str], claims: dict[str, Any]) -> bool:
+def _rule_matches(rule: Obj, path: str, principal: str | None, headers: dict[str, str], claims: dict[str, Any],
+                  method: str = "GET") -> bool:
     for entry in rule.get("from", []):
         source = entry["source"]
         if "requestPrincipals" in source and not _principal_matches(source["requestPrincipals"], principal):
@@ -57,7 +62,9 @@ def _rule_matches(rule: Obj, path: str, principal: str | None, headers: dict[str
             return False
     for entry in rule.get("to", []):
         operation = entry["operation"]
-        if _path_matches(operation.get("notPaths", []), path):
+        if _path_matches(operation.get("notPaths", []), path) or method in operation.get("notMethods", []):
+            return False
+        if "paths" in operation and not _path_matches(operation["paths"], path):
             return False
     return all(_condition(c, headers, claims) for c in rule.get("when", []))
 

@@ -175,10 +175,11 @@ def test_web_rights_follow_the_kubectl_personas() -> None:
     door = validate(_lab(), "onprem-lab").front_door
     assert door is not None
     rights = {(g.group, g.team, g.right, g.namespaces) for g in door.grants}
-    assert ("vision-eng", "vision", "edit", ("vision",)) in rights
-    assert ("vision-read", "vision", "read", ("vision",)) in rights
-    assert ("research-leads", "nlp", "read", ("nlp",)) in rights
-    assert ("speech-eng", "speech", "edit", ("speech", "speech-eval")) in rights
+    # each team's namespaces, its models namespace last (the stack declares `models`)
+    assert ("vision-eng", "vision", "edit", ("vision", "vision-models")) in rights
+    assert ("vision-read", "vision", "read", ("vision", "vision-models")) in rights
+    assert ("research-leads", "nlp", "read", ("nlp", "nlp-models")) in rights
+    assert ("speech-eng", "speech", "edit", ("speech", "speech-eval", "speech-models")) in rights
     assert ("platform-admins", "", "admin", ()) in rights
     assert not door.grants_of("vision-ci"), "a CI group signs nobody in on the web"
     assert {g.team for g in door.grants_of("vision-eng")} == {"vision"}, "no other team's namespaces"

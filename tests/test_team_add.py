@@ -58,7 +58,7 @@ def test_team_add_appends_the_team_and_keeps_every_other_line(lab: Path, crds_di
     added = dict(item.rsplit(" ", 1) for item in out.split("Objects it adds to the plan: ")[1].splitlines()[0]
                  .split(", "))
     for kind in ("Namespace", "ResourceQuota", "LimitRange", "LocalQueue"):
-        assert added[kind] == "2", kind  # one per namespace
+        assert added[kind] == "3", kind  # one per namespace: rl, rl-eval and its models namespace rl-models
     assert added["ClusterQueue"] == "1"
     assert main(["validate", str(lab), "--crds", str(crds_dir)]) == 0
 

@@ -169,4 +169,5 @@ def test_a_team_with_two_namespaces_gets_the_account_and_its_binding_in_both() -
     assert {("vision", SA), ("vision-dev", SA)} <= bound
     accounts = {a["metadata"]["namespace"] for a in kube_objects(capture, "ServiceAccount")
                 if a["metadata"]["name"] == SA}
-    assert {"vision", "vision-dev", "nlp", "research"} == accounts
+    # and in each team's models namespace (the stack declares `models`)
+    assert {"vision", "vision-dev", "nlp", "research", "vision-models", "nlp-models", "research-models"} == accounts

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.components import GATEWAY_PEER
 from infra.kit.manifests import ManifestLoader
 from infra.platform.tenancy import PROFILE_OWNER
 from infra.spec import SpecError, validate
@@ -80,15 +81,21 @@ def test_every_team_namespace_has_quota_limits_default_deny_and_psa(stack: str, 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_policy_opens_a_namespace_to_another_team(stack: str) -> None:
-    """Ingress only from the team's own namespaces; egress to other namespaces only DNS and the Trainer."""
+    """Ingress only from the team's own namespaces; egress to other namespaces only DNS and the Trainer. In a models
+    namespace also the front door's gateway pods (to the registry) and pods of the namespace itself (the registry's
+    server to its database): neither is another team's."""
     spec = platform_of(stack).spec
     team_of = {ns: team for team, ns in _team_namespaces(stack)}
+    models = platform_of(stack).models
+    registries = {t.namespace for t in models.teams} if models else set()
     for policy in kube_objects(capture_of(stack), "NetworkPolicy"):
         ns = policy["metadata"]["namespace"]
         if ns not in team_of:
             continue
         for rule in policy["spec"].get("ingress", []):
             for peer in rule.get("from", []):
+                if ns in registries and (peer == GATEWAY_PEER or set(peer) == {"podSelector"}):
+                    continue
                 assert peer == {"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_of[ns]}}}, (ns, peer)
         for rule in policy["spec"].get("egress", []):
             for peer in rule.get("to", []):
@@ -202,10 +209,12 @@ def test_bad_object_storage_destinations_are_refused(value: dict[str, Any], path
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_namespace_quota_never_blocks_what_kueue_guarantees(stack: str) -> None:
-    """Per resource: at least the team's nominal quota, at most what its pools hold at their largest."""
+    """Per resource: at least the team's nominal quota, at most what its pools hold at their largest. Not the models
+    namespace: its quota is the serving budget (tests/test_model_registry.py)."""
     platform, capture = platform_of(stack), capture_of(stack)
+    models = {t.namespace for t in platform.models.teams} if platform.models else set()
     for team in platform.teams:
-        for ns in team.namespaces:
+        for ns in [n for n in team.namespaces if n not in models]:
             hard = _one(kube_objects(capture, "ResourceQuota"), "team-quota", ns)["spec"]["hard"]
             for resource, nominal in team.totals.items():
                 largest = sum((platform.flavor(f).max_capacity.get(resource, platform.flavor(f).capacity.get(

@@ -366,7 +366,7 @@ def test_busy_and_idle_follow_the_declared_threshold_and_namespaces(tmp_path: Pa
     rules = usage_rules(platform)
     busy = {r["labels"]["team"]: r["expr"] for r in rules if r["record"] == BUSY}
     assert set(busy) == {"vision", "nlp", "speech"}
-    assert 'exported_namespace=~"speech|speech-eval|speech-accept"} >= 35' in busy["speech"]
+    assert 'exported_namespace=~"speech|speech-eval|speech-models|speech-accept"} >= 35' in busy["speech"]
     idle_pods = [r["expr"] for r in rules if r["record"] == IDLE_POD]
     assert all("< 35" in expr for expr in idle_pods) and len(idle_pods) == 3
     [alert] = idle_alerts(platform)

@@ -51,8 +51,8 @@ def test_no_analyst_edits_and_no_team_reaches_another_on_the_web(stack: str) -> 
 
 def test_the_rules_fail_an_analyst_that_edits_or_a_grant_in_another_team() -> None:
     platform = platform_of("onprem-lab")
-    edits = WebGrant("nlp-read", "nlp", "analyst", "edit", ("nlp",))
-    trespass = WebGrant("nlp-eng", "nlp", "ml-engineer", "edit", ("nlp", "vision"))
+    edits = WebGrant("nlp-read", "nlp", "analyst", "edit", ("nlp", "nlp-models"))
+    trespass = WebGrant("nlp-eng", "nlp", "ml-engineer", "edit", ("nlp", "nlp-models", "vision"))
     assert violations(platform, [edits]) == ["analyst group nlp-read gets edit"]
     assert violations(platform, [trespass])[0] == "nlp-eng of nlp gets edit in ['vision']"
 

@@ -27,6 +27,7 @@ from infra.platform.frontdoor import front_door
 from infra.platform.gpu import gpu_operator
 from infra.platform.kfp.pipelines import pipelines
 from infra.platform.kueue import Kueue
+from infra.platform.models.registry import model_registry
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
 from infra.platform.observability import observability
 from infra.platform.rbac import Access
@@ -49,7 +50,8 @@ class Built:
 
 def build_platform(platform: Platform, cluster: ClusterContract, backup_credentials: Output[str] | None,
                    alert_webhook: Output[str] | None = None, grafana_password: Output[str] | None = None,
-                   front_door_secret: Output[str] | None = None, pipelines_secret: Output[str] | None = None) -> Built:
+                   front_door_secret: Output[str] | None = None, pipelines_secret: Output[str] | None = None,
+                   registry_secret: Output[str] | None = None) -> Built:
     provider = cluster.provider
     tenancy = Tenancy(named("tenancy"), platform, provider)
     gpu = gpu_operator(platform, provider)
@@ -72,6 +74,8 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
                       team_namespaces=tenancy.namespaces)
     if kfp is not None and door is not None:
         kfp.install(pipelines_secret, after=[door])
+    if door is not None:  # each team's registry, in its models namespace, routed and guarded at the front door
+        model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door])
     return Built(provider, kueue, tenancy.namespaces)
 
 

@@ -45,6 +45,7 @@ from infra.platform.admission_cel import (
     when,
 )
 from infra.platform.admission_steps import pipeline_policy
+from infra.platform.models.registry_patches import registry_images
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
@@ -358,10 +359,12 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def platform_images(platform: Platform) -> list[str]:
-    """The runtimes' images, and the object-storage client of the documented publish step
-    (examples/*/publish.yaml): always admitted, at any pinned tag (they are reviewed here)."""
+    """The runtimes' images, the object-storage client of the documented publish step (examples/*/publish.yaml)
+    and the team registries' (their pods run in the teams' models namespaces): always admitted, at any pinned tag
+    (they are reviewed here)."""
+    registry = registry_images(platform.models) if platform.models else []
     return [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
-            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE]
+            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE, *registry]
 
 
 def policies(platform: Platform) -> dict[str, dict[str, Any]]:

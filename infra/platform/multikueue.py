@@ -94,7 +94,9 @@ class MultiKueue(pulumi.ComponentResource):
                 queue = burst_queue(team, worker_name)
                 kube_object(f"cq-{queue}", API, "ClusterQueue", metadata(queue), after,
                             spec=burst_cluster_queue(worker, team, platform, worker_name))
-                for team_ns in platform.spec.namespaces(team):
+                # Not into the team's models namespace: it holds the registry and serving, and workers have none.
+                for team_ns in [ns for ns in platform.spec.namespaces(team)
+                                if platform.models is None or platform.models.by_namespace(ns) is None]:
                     kube_object(f"lq-{team_ns}-{worker_name}", API, "LocalQueue", metadata(worker_name, team_ns),
                                 child_opts(self, provider, depends_on=[kueue, team_namespaces[team_ns]]),
                                 spec={"clusterQueue": queue})

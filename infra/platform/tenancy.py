@@ -11,12 +11,13 @@ import pulumi_kubernetes as k8s
 
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
+from infra.platform.models.registry_patches import DATABASE_PODS, registry_requests
 from infra.platform.network import range_egress
 from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.platform.trainer import TRAINER_STATUS_PORT
 from infra.spec import Platform, TeamFacts
-from infra.spec.base import format_amount
-from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
+from infra.spec.base import format_amount, parse_quantity
+from infra.spec.teams import CI_SERVICE_ACCOUNT, ServingBudget, TeamSpec
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
 
 # Containers that declare no requests get these, so that the quota on requests admits them. No default
@@ -51,10 +52,11 @@ class Tenancy(pulumi.ComponentResource):
             return metadata(name, ns, labels)
 
         kube_object(f"{ns}-quota", "v1", "ResourceQuota", meta("team-quota"), opts,
-                    spec={"hard": quota_hard(self._platform, team)})
+                    spec={"hard": quota_hard(self._platform, team, ns)})
         kube_object(f"{ns}-limits", "v1", "LimitRange", meta("team-defaults"), opts,
                     spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUEST}]})
-        for policy_name, policy in network_policies(team.name, spec).items():
+        models = self._platform.models is not None and self._platform.models.by_namespace(ns) is not None
+        for policy_name, policy in network_policies(team.name, spec, models).items():
             kube_object(f"{ns}-{policy_name}", NETWORKING_API, "NetworkPolicy", meta(policy_name), opts, spec=policy)
         kube_object(f"{ns}-ci", "v1", "ServiceAccount", meta(CI_SERVICE_ACCOUNT), opts,
                     automountServiceAccountToken=False)
@@ -83,12 +85,14 @@ def profile_marks(platform: Platform) -> tuple[dict[str, str], dict[str, str]]:
     return dict(PROFILE_LABELS), {"owner": PROFILE_OWNER}
 
 
-def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:
+def quota_hard(platform: Platform, team: TeamFacts, namespace: str | None = None) -> dict[str, str]:
     """Compute up to the team's reach, so that Kueue stays the one place where fair sharing is decided
     (a quota at the nominal share would reject the pods of a workload Kueue admitted on borrowed GPUs);
-    every namespace of a team gets the ceiling, the team's ClusterQueue bounds their sum. Object counts
+    every namespace of a team gets the ceiling, the team's ClusterQueue bounds their sum. The team's models
+    `namespace` instead gets its serving budget plus what its registry requests (serving_compute). Object counts
     and storage come from the team's namespaceQuota. Services stay cluster-internal."""
-    compute = platform.queueing.reach(team.name)
+    models = platform.models.by_namespace(namespace) if platform.models and namespace else None
+    compute = serving_compute(platform, models.serving) if models else platform.queueing.reach(team.name)
     spec = platform.spec.teams[team.name].namespace_quota
     gpu_resources = [r for r in platform.covered_resources if r not in ("cpu", "memory")]
     hard = {f"requests.{r}": format_amount(r, compute.get(r, Decimal(0)))
@@ -107,13 +111,30 @@ def quota_hard(platform: Platform, team: TeamFacts) -> dict[str, str]:
     return hard
 
 
+def serving_compute(platform: Platform, budget: ServingBudget | None) -> dict[str, Decimal]:
+    """A models namespace's compute: the team's serving budget (its GPUs as the budget's pool's GPU resource,
+    none of any other) plus its registry's requests. InferenceService pods are not Kueue's: this quota is what
+    bounds them (docs/models.md)."""
+    compute = registry_requests()
+    if budget is not None:
+        compute["cpu"] += parse_quantity(budget.cpu)
+        compute["memory"] += parse_quantity(budget.memory)
+        for resource in platform.flavor(budget.pool).gpu_resources:
+            compute[resource] = Decimal(budget.gpus)
+    return compute
+
+
 def _namespace_peer(name: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {NAME_LABEL: name}}}
 
 
-def network_policies(team_name: str, spec: TeamSpec) -> dict[str, Any]:
-    """Deny everything, then allow what training needs. Policies are additive: each allow names one reason."""
+def network_policies(team_name: str, spec: TeamSpec, models: bool = False) -> dict[str, Any]:
+    """Deny everything, then allow what training needs. Policies are additive: each allow names one reason. In a
+    `models` namespace the same-team allowance leaves the registry's database out: only its server reaches it
+    (infra/platform/models/registry.py)."""
     same_team = [{"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_name}}}]
+    team_pods = {"matchExpressions": [{"key": key, "operator": "NotIn", "values": [value]}
+                                      for key, value in DATABASE_PODS.items()]} if models else {}
     storage = [range_egress(d.cidr, d.ports) for d in spec.egress_destinations()]
     return {
         "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
@@ -129,7 +150,7 @@ def network_policies(team_name: str, spec: TeamSpec) -> dict[str, Any]:
         # Distributed training: rendezvous, NCCL and MPI traffic between the pods of a team's jobs, across
         # the team's namespaces (the team label is set by Trainyard; tenants cannot relabel namespaces).
         "allow-same-team": {
-            "podSelector": {},
+            "podSelector": team_pods,
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": same_team}],
             "egress": [{"to": same_team}],

@@ -1,0 +1,2 @@
+"""Model versions and serving (docs/models.md): each team's Model Registry (registry.py, its patches to the vendored
+overlay in registry_patches.py)."""

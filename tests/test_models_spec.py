@@ -1,0 +1,92 @@
+"""The stack's `models` section and the teams' `serving` budgets (infra/spec/models/model.py): each bad input refused
+with one line naming the field path (exit 2, nothing run), its nearest valid neighbour accepted. The rendered
+registries: tests/test_model_registry.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.commands import main
+from infra.spec import SpecError, validate
+from infra.spec.input.keys import PLATFORM_KEY
+from tests.conftest import raw_platform, write_stack
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = raw
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return edit
+
+
+def _drop(*keys: str) -> Edit:
+    def edit(raw: dict[str, Any]) -> None:
+        for key in keys:
+            *parents, last = key.split(".")
+            node = raw
+            for part in parents:
+                node = node[part]
+            node.pop(last)
+    return edit
+
+
+# (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
+CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
+    ("models without a front door", "local", _drop("frontDoor", "pipelines"),
+     _drop("frontDoor", "pipelines", "models", "teams.demo.serving"), "models", ("frontDoor",)),
+    ("serving without models", "local", _drop("models"), _drop("models", "teams.demo.serving"),
+     "teams.demo.serving", ("models",)),
+    ("an unknown pool", "local", _set("teams.demo.serving.pool", "tpu"), _set("teams.demo.serving.pool", "gpu"),
+     "teams.demo.serving.pool", ("tpu", "cpu, gpu")),
+    ("gpus on a CPU pool", "local", _set("teams.demo.serving.gpus", 1),
+     lambda raw: raw["teams"]["demo"]["serving"].update(pool="gpu", gpus=1), "teams.demo.serving.gpus",
+     ("no GPUs",)),
+    ("a registry version not vendored", "aws-prod", _set("models.registry.version", "0.3.8"),
+     _set("models.registry.version", "0.3.7"), "models.registry.version", ("0.3.8", "0.3.7", "vendored")),
+    ("a serving version not vendored", "aws-prod", _set("models.serving.version", "0.17.0"),
+     _set("models.serving.version", "0.16.0"), "models.serving.version", ("0.16.0",)),
+    ("the database on a Delete class", "aws-prod", _set("models.registry.database.storageClass", "block"),
+     _set("models.registry.database.storageClass", "checkpoints"), "models.registry.database.storageClass",
+     ("Delete", "Retain")),
+]
+
+
+@pytest.mark.parametrize(("stack", "refused", "accepted", "path", "words"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_refused_with_its_path_and_the_neighbour_accepted(stack: str, refused: Edit, accepted: Edit, path: str,
+                                                          words: tuple[str, ...]) -> None:
+    raw = raw_platform(stack)
+    refused(raw)
+    with pytest.raises(SpecError) as caught:
+        validate(raw, stack)
+    assert caught.value.path == f"{PLATFORM_KEY}.{path}", str(caught.value)
+    for word in words:
+        assert word in caught.value.message, f"{word!r} not in {caught.value.message!r}"
+    raw = raw_platform(stack)
+    accepted(raw)
+    validate(raw, stack)
+
+
+@pytest.mark.usefixtures("nothing_runs")
+@pytest.mark.parametrize(("stack", "refused", "path"), [(c[1], c[2], c[4]) for c in CASES], ids=[c[0] for c in CASES])
+def test_cli_exits_2_with_one_line_and_writes_nothing(stack: str, refused: Edit, path: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    raw = raw_platform(stack)
+    refused(raw)
+    out_dir = tmp_path / "out"
+    code = main(["render", str(write_stack(tmp_path, raw, "models")), "--out", str(out_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2, err + out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err + out, err
+    assert f"{PLATFORM_KEY}.{path}" in lines[0], lines[0]
+    assert not out_dir.exists()
