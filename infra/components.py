@@ -183,8 +183,16 @@ PIPELINES = Component(
     crds=(Crds("argoproj.io"), Crds("kubeflow.org"), Crds("metacontroller.k8s.io")), metrics_ports=(8888, 9090),
     secrets=("mysql-secret", "mlpipeline-minio-artifact"))
 
+# KServe 0.16.0 in Standard mode (infra/platform/models/serving.py, docs/models.md), into `kubeflow` as the vendored
+# folder renders it: the controller's webhooks on 9443 (Service port 443), its metrics behind kube-rbac-proxy on 8443.
+# Its webhook certificates come from cert-manager, which the front door installs.
+KSERVE = Component(
+    "kserve", "models.serving", (_kubeflow("applications/kserve/kserve"),), "kubeflow",
+    crds=(Crds("serving.kserve.io"), Crds("inference.networking.x-k8s.io")), webhook_ports=(9443,),
+    metrics_ports=(8443,))
+
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,
-              *FRONT_DOOR, PIPELINES)
+              *FRONT_DOOR, PIPELINES, KSERVE)
 
 
 def crd_directories() -> dict[str, str]:

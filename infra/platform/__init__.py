@@ -27,6 +27,7 @@ from infra.platform.frontdoor import front_door
 from infra.platform.gpu import gpu_operator
 from infra.platform.kfp.pipelines import pipelines
 from infra.platform.kueue import Kueue
+from infra.platform.models.serving import serving
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
 from infra.platform.observability import observability
 from infra.platform.rbac import Access
@@ -72,6 +73,8 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
                       team_namespaces=tenancy.namespaces)
     if kfp is not None and door is not None:
         kfp.install(pipelines_secret, after=[door])
+    if door is not None:  # KServe's webhook certificates come from the front door's cert-manager
+        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None)
     return Built(provider, kueue, tenancy.namespaces)
 
 

@@ -1,0 +1,1 @@
+"""Model Registry and KServe (docs/models.md)."""
