@@ -183,11 +183,12 @@ PIPELINES = Component(
     crds=(Crds("argoproj.io"), Crds("kubeflow.org"), Crds("metacontroller.k8s.io")), metrics_ports=(8888, 9090),
     secrets=("mysql-secret", "mlpipeline-minio-artifact"))
 
-# KServe 0.16.0 in Standard mode (infra/platform/models/serving.py, docs/models.md), into `kubeflow` as the vendored
-# folder renders it: the controller's webhooks on 9443 (Service port 443), its metrics behind kube-rbac-proxy on 8443.
-# Its webhook certificates come from cert-manager, which the front door installs.
+# KServe 0.16.0 in Standard mode (infra/platform/models/serving.py, docs/models.md): the vendored folder renders into
+# `kubeflow`, Pipelines' namespace (PIPELINES.namespace; one owner per namespace). The controller's webhooks on 9443
+# (Service port 443), its metrics behind kube-rbac-proxy on 8443; its webhook certificates come from cert-manager,
+# which the front door installs.
 KSERVE = Component(
-    "kserve", "models.serving", (_kubeflow("applications/kserve/kserve"),), "kubeflow",
+    "kserve", "models.serving", (_kubeflow("applications/kserve/kserve"),),
     crds=(Crds("serving.kserve.io"), Crds("inference.networking.x-k8s.io")), webhook_ports=(9443,),
     metrics_ports=(8443,))
 

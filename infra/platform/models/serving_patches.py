@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from infra.components import PIPELINES
-from infra.platform.frontdoor_patches import Patch, json6902, merge
+from infra.platform.frontdoor_patches import GATEWAY, Patch, json6902, merge
 
 NS = PIPELINES.namespace  # KServe's folder renders into `kubeflow`, the namespace Pipelines' folder creates
 CONFIG = "inferenceservice-config"
@@ -57,7 +57,7 @@ ROLLOUT = {"maxSurge": "25%", "maxUnavailable": "0%"}
 # The archive's ingress settings (its own patch), with Ingress creation off: KServe then writes no Ingress and no
 # route; the predictor Service answers inside the cluster (pkg/.../kube_ingress_reconciler.go DisableIngressCreation).
 INGRESS = {"enableGatewayApi": False, "kserveIngressGateway": "kserve/kserve-ingress-gateway",
-           "ingressGateway": "kubeflow/kubeflow-gateway", "localGateway": "knative-serving/knative-local-gateway",
+           "ingressGateway": f"{NS}/{GATEWAY}", "localGateway": "knative-serving/knative-local-gateway",
            "localGatewayService": "knative-local-gateway.istio-system.svc.cluster.local",
            "ingressDomain": "example.com", "ingressClassName": "istio",
            "domainTemplate": "{{ .Name }}-{{ .Namespace }}.{{ .IngressDomain }}", "urlScheme": "http",
