@@ -167,7 +167,10 @@ class Access(pulumi.ComponentResource):
                         (ROLE_OF[CI], CI, ROLE_OF[CI], [account, *groups(self._platform, spec.ci)])]
             if self._platform.models is not None and ns == self._platform.models.team(team.name).namespace:
                 bindings += [(SERVING_EDIT, ML_ENGINEER, SERVING_EDIT, engineers),
-                             (f"{SERVING_EDIT}-ci", CI, SERVING_EDIT, [account, *groups(self._platform, spec.ci)]),
+                             # the CI accounts of all the team's namespaces: a team's pipeline deploys from its own
+                             (f"{SERVING_EDIT}-ci", CI, SERVING_EDIT,
+                              [*({"kind": "ServiceAccount", "name": CI_SERVICE_ACCOUNT, "namespace": n}
+                                 for n in team.namespaces), *groups(self._platform, spec.ci)]),
                              (SERVING_VIEW, ANALYST, SERVING_VIEW, analysts)]
             for binding, persona, role, subjects in bindings:
                 if subjects:
