@@ -150,7 +150,7 @@ def _serving_sums(spec: PlatformSpec, flavors: Mapping[str, Flavor]) -> dict[str
     sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
     for team in spec.teams.values():
         budget = team.serving
-        if budget is None or budget.pool not in flavors:  # a worker's pools: counted on their own cluster
+        if budget is None:  # its pool is one of this cluster's (check_models; workers carry no serving)
             continue
         flavor = flavors[budget.pool]
         amounts = {CPU: parse_quantity(budget.cpu), MEMORY: parse_quantity(budget.memory),
