@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.apiserver.admit import answer
 from infra.apiserver.quota import Quotas
@@ -27,7 +28,7 @@ from infra.apiserver.state import ClusterState
 from infra.checks.charts import image_findings
 from infra.offline import engine
 from infra.offline.images import stack_images
-from infra.platform.admission_serving import PREDICTOR_LABEL
+from infra.platform.models.serving_policy import PREDICTOR_LABEL
 from infra.spec import Platform, validate
 from infra.spec.input.keys import PLATFORM_KEY
 from tests.conftest import CRDS, ROOT, kube_objects, raw_platform
@@ -64,7 +65,6 @@ def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 def _example() -> dict[str, Any]:
-    import yaml
     return dict(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
 
 
@@ -146,7 +146,7 @@ def predictor_pod(isvc: dict[str, Any], runtime: dict[str, Any], storage: dict[s
 
 def _created_by_kserve(served: Any, pod: dict[str, Any]) -> list[str]:
     platform, capture = served
-    rendered = [o for o in kube_objects(capture)]
+    rendered = kube_objects(capture)
     cluster = ClusterState([*rendered, pod])
     crds = _crds(platform)
     crds.install(o for o in rendered if o["kind"] == "CustomResourceDefinition")
@@ -305,7 +305,7 @@ def test_admit_refuses_other_routes_to_a_download(served: Any) -> None:
 def test_serving_rights_by_persona_in_the_models_namespace_only(served: Any) -> None:
     from infra.apiserver.identity import resolve
     platform, capture = served
-    authorizer = Authorizer([o for o in kube_objects(capture)])
+    authorizer = Authorizer(kube_objects(capture))
 
     def can(persona: str, verb: str, namespace: str) -> bool:
         _, who = resolve(platform, persona, [])

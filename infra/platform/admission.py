@@ -44,14 +44,14 @@ from infra.platform.admission_cel import (
     security_field,
     when,
 )
-from infra.platform.admission_serving import (
+from infra.platform.admission_steps import pipeline_policy
+from infra.platform.models.serving_policy import (
     PREDICTOR_LABEL,
     SERVING_POLICY,
     predictor_images,
     serving_facts,
     serving_policy,
 )
-from infra.platform.admission_steps import pipeline_policy
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
