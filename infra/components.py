@@ -190,8 +190,17 @@ MODEL_REGISTRY = Component(
     "model-registry", "models.registry", (_kubeflow("applications/model-registry/upstream/overlays/db"),),
     secrets=("model-registry-db-secrets",))
 
+# KServe 0.16.0 in Standard mode (infra/platform/models/serving.py, docs/models.md): the vendored folder renders into
+# `kubeflow`, Pipelines' namespace (PIPELINES.namespace; one owner per namespace). The controller's webhooks on 9443
+# (Service port 443), its metrics behind kube-rbac-proxy on 8443; its webhook certificates come from cert-manager,
+# which the front door installs.
+KSERVE = Component(
+    "kserve", "models.serving", (_kubeflow("applications/kserve/kserve"),),
+    crds=(Crds("serving.kserve.io"), Crds("inference.networking.x-k8s.io")), webhook_ports=(9443,),
+    metrics_ports=(8443,))
+
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,
-              *FRONT_DOOR, PIPELINES, MODEL_REGISTRY)
+              *FRONT_DOOR, PIPELINES, MODEL_REGISTRY, KSERVE)
 
 
 def crd_directories() -> dict[str, str]:

@@ -39,11 +39,15 @@ def _example() -> dict[str, Any]:
 def test_every_example_is_admitted_on_onprem_lab(capsys: pytest.CaptureFixture[str]) -> None:
     """One project at a time, as its team applies it (all of them at once exceed the namespace's storage quota)."""
     for project in sorted(p for p in (ROOT / "examples").iterdir() if p.is_dir()):
+        serving = project.name == "serving"  # an InferenceService, in the models namespace of a stack with `models`
+        if serving and platform_of(STACK).models is None:
+            continue
         # the pipeline's YAML is a KFP pipeline, not Kubernetes objects: its TrainJob alone is what the cluster gets
         files = sorted(str(p) for p in project.glob("*.yaml") if p.name != "train_pipeline.yaml")
         assert main(["admit", STACK, *files, "--crds", str(CRDS)]) == 0, project.name
         out = capsys.readouterr().out
-        assert "refused" not in out.replace(", 0 refused", "") and out.count("admitted TrainJob/") == 1
+        assert "refused" not in out.replace(", 0 refused", "")
+        assert out.count("admitted TrainJob/") == (0 if serving else 1)
 
 
 def test_all_examples_at_once_exceed_the_namespace_storage_quota(crds: CrdIndex) -> None:

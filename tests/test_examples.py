@@ -24,8 +24,9 @@ from tests.conftest import ROOT, capture_of, kube_objects, platform_of
 from tests.test_runtimes import restricted_problems
 
 EXAMPLES = ROOT / "examples"
-# examples/pipelines is a KFP pipeline, not a project of this shape: tests/test_example_pipeline.py holds it.
-PROJECTS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name != "pipelines")
+# examples/pipelines is a KFP pipeline and examples/serving an InferenceService, not projects of this shape:
+# tests/test_example_pipeline.py and tests/test_serving.py hold them.
+PROJECTS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name not in ("pipelines", "serving"))
 STACK = "onprem-lab"
 POOL_LABEL = "trainyard.io/pool"
 

@@ -94,7 +94,9 @@ def room_findings(platform: Platform, objects: list[dict[str, Any]]) -> list[Fin
     for name, free in room(platform, objects).items():
         flavor = platform.flavor(name)
         for resource in RESOURCES:
-            guaranteed = platform.quota_sums[name].get(resource, Decimal(0))
+            # the teams' quotas and serving budgets (InferenceServices run on the same nodes, outside Kueue)
+            guaranteed = (platform.quota_sums[name].get(resource, Decimal(0))
+                          + platform.serving_sums.get(name, {}).get(resource, Decimal(0)))
             # beyond the spec's allocatable, capacity-fits-pool already says so
             if free[resource] < guaranteed <= flavor.allocatable[resource]:
                 findings.append(Finding(

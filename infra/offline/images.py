@@ -1,8 +1,8 @@
 """Every image a stack runs: the containers and init containers of every object, ours and the charts', and
 the images operators start from the custom resources they receive (the GPU Operator's ClusterPolicy operands:
 driver, toolkit, device plugin, DCGM exporter, validators...; prometheus-operator's Prometheus and Alertmanager,
-and the config reloader it adds to each of their pods). The driver's tag is the one the operator pulls: it appends
-the GPU nodes' OS (and, precompiled, their kernel) to driver.version.
+and the config reloader it adds to each of their pods; KServe's storage initializer). The driver's tag is the one
+the operator pulls: it appends the GPU nodes' OS (and, precompiled, their kernel) to driver.version.
 `trainyard images STACK` lists them for mirroring into a private registry; the plan fails on one that is not
 fully qualified and pinned.
 """
@@ -20,6 +20,8 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 OPERAND_KINDS = frozenset({("nvidia.com", "ClusterPolicy"), ("nvidia.com", "NVIDIADriver")})
 # Custom resources whose operator runs `spec.image` as the main container (prometheus-operator).
 IMAGE_KINDS = frozenset({("monitoring.coreos.com", kind) for kind in ("Prometheus", "Alertmanager", "ThanosRuler")})
+# KServe's storage containers: the init container it injects into every predictor pod that downloads a model.
+CONTAINER_KINDS = frozenset({("serving.kserve.io", "ClusterStorageContainer")})
 # Images an operator is told by argument and adds to the pods it builds: prometheus-operator's config reloader
 # (the init-config-reloader and config-reloader containers of every Prometheus and Alertmanager pod), and
 # cert-manager's ACME http01 solver (the pod that answers each http01 challenge).
@@ -85,6 +87,8 @@ def object_images(obj: Mapping[str, Any], gpu: GpuStack | None = None) -> set[st
         images |= set(_operands(obj.get("spec", {}), gpu))
     if kind in IMAGE_KINDS and isinstance(obj.get("spec", {}).get("image"), str):
         images.add(obj["spec"]["image"])
+    if kind in CONTAINER_KINDS:
+        images |= set(_container_images(obj.get("spec", {}).get("container")))
     return images
 
 

@@ -28,6 +28,7 @@ from infra.platform.gpu import gpu_operator
 from infra.platform.kfp.pipelines import pipelines
 from infra.platform.kueue import Kueue
 from infra.platform.models.registry import model_registry
+from infra.platform.models.serving import serving
 from infra.platform.multikueue import MultiKueue, MultiKueueWorker
 from infra.platform.observability import observability
 from infra.platform.rbac import Access
@@ -74,8 +75,11 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
                       team_namespaces=tenancy.namespaces)
     if kfp is not None and door is not None:
         kfp.install(pipelines_secret, after=[door])
-    if door is not None:  # each team's registry, in its models namespace, routed and guarded at the front door
+    if door is not None:
+        # each team's registry, in its models namespace, routed and guarded at the front door
         model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door])
+        # KServe's webhook certificates come from the front door's cert-manager
+        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None)
     return Built(provider, kueue, tenancy.namespaces)
 
 

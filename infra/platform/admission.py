@@ -46,6 +46,13 @@ from infra.platform.admission_cel import (
 )
 from infra.platform.admission_steps import pipeline_policy
 from infra.platform.models.registry_patches import registry_images
+from infra.platform.models.serving_policy import (
+    PREDICTOR_LABEL,
+    SERVING_POLICY,
+    predictor_images,
+    serving_facts,
+    serving_policy,
+)
 from infra.platform.rbac import ci_subjects
 from infra.platform.trainer import JOBSET_CONTROLLER, TRAINER_CONTROLLER
 from infra.spec import Platform
@@ -141,9 +148,20 @@ def queue_policy(platform: Platform) -> dict[str, Any]:
                       {"name": "creators", "expression": lit({r: list(users) for r, users in CREATORS.items()})},
                       {"name": "creator", "expression": (
                           "request.resource.resource in variables.creators && "
-                          "request.userInfo.username in variables.creators[request.resource.resource]")}],
+                          "request.userInfo.username in variables.creators[request.resource.resource]"
+                          + _predictor_exemption(platform))}],
         "validations": validations,
     }
+
+
+def _predictor_exemption(platform: Platform) -> str:
+    """CEL (appended to `creator`): a KServe predictor pod in a models namespace of a team with a serving budget is
+    not Kueue's; trainyard-serving holds it to the team's serving pool and the namespace's quota to its budget."""
+    served = sorted(ns for ns, facts in serving_facts(platform).items() if facts["pool"])
+    if not served:
+        return ""
+    return (f" || (request.resource.resource == 'pods' && request.namespace in {lit(served)} && "
+            f"has(object.metadata.labels) && '{PREDICTOR_LABEL}' in object.metadata.labels)")
 
 
 def container_safety(complete: bool) -> str:
@@ -230,9 +248,12 @@ def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]
 
 
 def gpu_namespaces(platform: Platform) -> list[str]:
-    return sorted(ns for team in platform.teams if any(team.totals.get(r, 0) > 0 for flavor in platform.flavors
-                                                       for r in flavor.gpu_resources)
-                  for ns in team.job_namespaces)
+    """A team's namespaces when it has a GPU quota, and its models namespace when its serving budget has GPUs."""
+    queued = {ns for team in platform.teams if any(team.totals.get(r, 0) > 0 for flavor in platform.flavors
+                                                   for r in flavor.gpu_resources)
+              for ns in team.job_namespaces}
+    serving = {t.namespace for t in platform.models.teams if t.serving and t.serving.gpus} if platform.models else set()
+    return sorted(queued | serving)
 
 
 def gpu_policy(platform: Platform) -> dict[str, Any]:
@@ -360,11 +381,11 @@ def fabric_policy(runtimes: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def platform_images(platform: Platform) -> list[str]:
     """The runtimes' images, the object-storage client of the documented publish step (examples/*/publish.yaml)
-    and the team registries' (their pods run in the teams' models namespaces): always admitted, at any pinned tag
-    (they are reviewed here)."""
-    registry = registry_images(platform.models) if platform.models else []
+    and what runs in the teams' models namespaces with `models` (the team registries' pods and the predictors):
+    always admitted, at any pinned tag (they are reviewed here)."""
+    models = [*registry_images(platform.models), *predictor_images()] if platform.models is not None else []
     return [c["image"] for runtime in platform.runtimes for spec in pod_specs(runtime)
-            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE, *registry]
+            for field in CONTAINER_FIELDS for c in spec.get(field, []) if "image" in c] + [AWS_CLI_IMAGE, *models]
 
 
 def policies(platform: Platform) -> dict[str, dict[str, Any]]:
@@ -379,6 +400,7 @@ def policies(platform: Platform) -> dict[str, dict[str, Any]]:
         EVIDENCE_POLICY: evidence_policy(platform),
         PIPELINE_POLICY: pipeline_policy(),
         **({FABRIC_POLICY: fabric_policy(runtimes)} if (runtimes := fabric_runtimes(platform)) else {}),
+        **({SERVING_POLICY: serving_policy(platform)} if platform.models is not None else {}),
     }
 
 

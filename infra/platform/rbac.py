@@ -39,6 +39,7 @@ READ = ("get", "list", "watch")
 EDIT = (*READ, "create", "update", "patch", "delete")
 CORE, BATCH, TRAINER, KUEUE, JOBSET = "", "batch", "trainer.kubeflow.org", "kueue.x-k8s.io", "jobset.x-k8s.io"
 VISIBILITY = "visibility.kueue.x-k8s.io"
+KSERVE = "serving.kserve.io"
 
 
 def rule(group: str, resources: Sequence[str], verbs: Sequence[str],
@@ -95,6 +96,13 @@ PERSONA_ROLES: dict[str, tuple[str, list[dict[str, Any]]]] = {
     ]),
 }
 ROLE_OF = {persona: name for name, (persona, _) in PERSONA_ROLES.items()}
+# With `models`, bound in each team's models namespace only (where trainyard-serving admits InferenceServices):
+# engineers and CI serve and roll back (a change of storageUri), analysts follow what serves.
+SERVING_EDIT, SERVING_VIEW = "trainyard-serving-edit", "trainyard-serving-view"
+SERVING_ROLES: dict[str, list[dict[str, Any]]] = {
+    SERVING_EDIT: [rule(KSERVE, ["inferenceservices"], EDIT), rule(KSERVE, ["inferenceservices/status"], ["get"])],
+    SERVING_VIEW: [rule(KSERVE, ["inferenceservices"], READ), rule(KSERVE, ["inferenceservices/status"], ["get"])],
+}
 
 
 def team_role_name(team: str) -> str:
@@ -135,6 +143,9 @@ class Access(pulumi.ComponentResource):
         admins = groups(platform, platform.spec.identity.platform_admins)
         if admins:
             self._binding("trainyard-platform-admin", PLATFORM_ADMIN, ROLE_OF[PLATFORM_ADMIN], admins, {})
+        if platform.models is not None:
+            for role_name, rules in SERVING_ROLES.items():
+                self._role(f"role-{role_name}", role_name, {}, rules)
         for team in platform.teams:
             self._team(team, team_namespaces)
         self.register_outputs({"personas": sorted(ROLE_OF), "platformAdmins": len(admins)})
@@ -154,6 +165,13 @@ class Access(pulumi.ComponentResource):
                         (f"{ROLE_OF[ML_ENGINEER]}-kueue", ML_ENGINEER, KUEUE_BATCH_USER, engineers),
                         (ROLE_OF[ANALYST], ANALYST, ROLE_OF[ANALYST], analysts),
                         (ROLE_OF[CI], CI, ROLE_OF[CI], [account, *groups(self._platform, spec.ci)])]
+            if self._platform.models is not None and ns == self._platform.models.team(team.name).namespace:
+                bindings += [(SERVING_EDIT, ML_ENGINEER, SERVING_EDIT, engineers),
+                             # the CI accounts of all the team's namespaces: a team's pipeline deploys from its own
+                             (f"{SERVING_EDIT}-ci", CI, SERVING_EDIT,
+                              [*({"kind": "ServiceAccount", "name": CI_SERVICE_ACCOUNT, "namespace": n}
+                                 for n in team.namespaces), *groups(self._platform, spec.ci)]),
+                             (SERVING_VIEW, ANALYST, SERVING_VIEW, analysts)]
             for binding, persona, role, subjects in bindings:
                 if subjects:
                     self._binding(binding, persona, role, subjects, labels, ns, team_namespaces[ns])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
@@ -81,6 +81,8 @@ class Platform:
     front_door: FrontDoorFacts | None = None  # the web entry, its sign-in and who reaches what (web_access.py)
     pipelines: PipelinesFacts | None = None  # Kubeflow Pipelines' volumes and team artifact stores (pipelines.py)
     models: ModelsFacts | None = None  # each team's registry and serving budget (models/model.py)
+    # flavor -> resource -> the teams' serving budgets there (teams.<t>.serving): kept out of Kueue's capacity
+    serving_sums: Mapping[str, Mapping[str, Decimal]] = field(default_factory=lambda: MappingProxyType({}))
     source: Path | None = None  # the stack file it was loaded from (None: Pulumi config)
     member: Member | None = None  # which cluster of a multi-cluster stack this is (None: a single cluster)
     hybrid: Hybrid | None = None  # on the manager of a multi-cluster stack: every cluster and link
@@ -142,6 +144,22 @@ def _team(name: str, team: TeamSpec, spec: PlatformSpec, flavors: dict[str, Flav
     )
 
 
+def _serving_sums(spec: PlatformSpec, flavors: Mapping[str, Flavor]) -> dict[str, dict[str, Decimal]]:
+    """What the teams' InferenceServices may request on each pool (their models namespaces' quotas): not Kueue's
+    to lend or borrow, so it is held out of the cohort's shared pool and counted beside the nominal quotas."""
+    sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
+    for team in spec.teams.values():
+        budget = team.serving
+        if budget is None:  # its pool is one of this cluster's (check_models; workers carry no serving)
+            continue
+        flavor = flavors[budget.pool]
+        amounts = {CPU: parse_quantity(budget.cpu), MEMORY: parse_quantity(budget.memory),
+                   **{resource: Decimal(budget.gpus) for resource in flavor.gpu_resources}}
+        for resource, amount in amounts.items():
+            sums[budget.pool][resource] = sums[budget.pool].get(resource, Decimal(0)) + amount
+    return sums
+
+
 def _check_pools_fit_cluster(spec: PlatformSpec) -> None:
     problem = next(spec.cluster.pool_problems(spec.pools), None)
     if problem is not None:
@@ -160,6 +178,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
     flavors = {name: build_flavor(name, pool, spec.cluster, mesh_agent) for name, pool in spec.pools.items()}
     teams = tuple(_team(name, team, spec, flavors) for name, team in spec.teams.items())
     gpu_names = sorted({r for flavor in flavors.values() for r in flavor.gpu_resources})
+    serving = _serving_sums(spec, flavors)
     sums: dict[str, dict[str, Decimal]] = {name: {} for name in flavors}
     for team in teams:
         for flavor_name, resources in team.quota.items():
@@ -174,8 +193,9 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         covered_resources=(CPU, MEMORY, *gpu_names),
         quota_sums=MappingProxyType({k: MappingProxyType(v) for k, v in sums.items()}),
         shared_pool=MappingProxyType({
-            name: MappingProxyType({r: max(flavor.max_allocatable.get(r, Decimal(0)) - sums[name].get(r, Decimal(0)),
-                                           Decimal(0)) for r in (CPU, MEMORY, *gpu_names)})
+            name: MappingProxyType({r: max(flavor.max_allocatable.get(r, Decimal(0)) - sums[name].get(r, Decimal(0))
+                                           - serving[name].get(r, Decimal(0)), Decimal(0))
+                                    for r in (CPU, MEMORY, *gpu_names)})
             for name, flavor in flavors.items()
         }),
         version_verdicts=verdicts(spec.versions),
@@ -191,6 +211,7 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
                                      _machine_issuer(spec, stack), pipelines is not None),
         pipelines=pipelines,
         models=models,
+        serving_sums=MappingProxyType({k: MappingProxyType(v) for k, v in serving.items()}),
     )
     problem = whole_pool_problem(platform.queueing, spec.queueing.default_borrowing_limit)
     if problem is not None:

@@ -33,7 +33,10 @@ def pool_fit_findings(platform: Platform) -> list[Finding]:
         sums = platform.quota_sums[flavor.name]
         for resource, capacity in flavor.allocatable.items():
             total = sums.get(resource, Decimal(0))
-            if total > capacity:
+            serving = platform.serving_sums.get(flavor.name, {}).get(resource, Decimal(0))
+            if serving and total + serving > capacity:
+                findings.append(_serving_finding(platform, flavor.name, resource, total, capacity))
+            elif total > capacity:
                 autoscaled = flavor.max_capacity.get(resource, capacity) > flavor.capacity[resource]
                 nominal = flavor.capacity[resource]
                 kept = (f" allocatable ({_amount(resource, nominal)} less what the kubelet and the platform's "
@@ -58,6 +61,17 @@ def pool_fit_findings(platform: Platform) -> list[Finding]:
                     severity="warning",
                 ))
     return findings
+
+
+def _serving_finding(platform: Platform, pool: str, resource: str, quotas: Decimal, capacity: Decimal) -> Finding:
+    """The pool's guarantees with its serving budgets (teams.<t>.serving, outside Kueue) do not fit."""
+    budgets = platform.serving_sums[pool][resource]
+    teams = [name for name, team in platform.spec.teams.items() if team.serving and team.serving.pool == pool]
+    return Finding(
+        "capacity", ", ".join(f"teams.{name}.serving" for name in teams),
+        f"on pool {pool}, the teams' Kueue quotas ({_amount(resource, quotas)}) plus the serving budgets "
+        f"({_amount(resource, budgets)}) ask {_amount(resource, quotas + budgets)} {resource} but the pool offers "
+        f"{_amount(resource, capacity)}: lower a serving budget or a team quota, or add nodes")
 
 
 def queue_findings(platform: Platform) -> list[Finding]:
