@@ -10,6 +10,7 @@ import pytest
 
 from infra.apiserver.schema import check_core
 from infra.platform.admission import fabric_runtimes
+from infra.platform.models.serving_policy import SERVING_POLICY
 from infra.platform.web import binder as web_binder
 from infra.spec import SpecError, validate
 from infra.spec.policy import allowed, qualified
@@ -38,7 +39,8 @@ def test_every_policy_is_bound_to_team_namespaces_only(stack: str) -> None:
     policies = {name: spec for name, spec in _policies(capture).items() if name != web_binder.NAME}
     bindings = [b for b in kube_objects(capture, "ValidatingAdmissionPolicyBinding")
                 if b["metadata"]["name"] != web_binder.NAME]
-    expected = POLICIES | ({"trainyard-fabric-request"} if fabric_runtimes(platform_of(stack)) else set())
+    expected = POLICIES | ({"trainyard-fabric-request"} if fabric_runtimes(platform_of(stack)) else set()) | (
+        {SERVING_POLICY} if platform_of(stack).models is not None else set())
     assert set(policies) == expected
     assert {b["spec"]["policyName"] for b in bindings} == expected
     for binding in bindings:

@@ -166,3 +166,17 @@ def test_the_url_library_reads_the_scheme_as_istio_s_jwks_rule_does() -> None:
     assert not compiled("isURL(self)").run({"self": to_cel("dex keys")})
     assert compiled("url(self).getHostname()").run({"self": to_cel("https://u@ml.example.com:8443/x")}) == \
         "ml.example.com"
+
+
+@pytest.mark.parametrize(("symbol", "name"), [("_||_", "logical_or"), ("_&&_", "logical_and")])
+def test_the_macros_fold_with_the_short_error_operators(symbol: str, name: str) -> None:
+    """celpy's `exists` and `all` fold their items with celtypes.logical_or/logical_and, looked up at each call. Its
+    own render both error operands into the next error, whose text then escapes the previous one's quotes again at
+    every item: over the 26 registries a stack with models admits, one `exists` exhausted the machine's memory
+    (admit of any TrainJob on onprem-lab). The folds are the short-error operators, whose message names no operand."""
+    fold = getattr(celtypes, name)
+    assert fold is LOGIC[symbol]
+    error = celpy.CELEvalError("no such key: 'x'" * 50)
+    with pytest.raises(TypeError) as failed:
+        fold(error, error)
+    assert "no such key" not in str(failed.value) and len(str(failed.value)) < 100

@@ -109,6 +109,10 @@ LOGIC: dict[str, Callable[..., Any]] = {
     "_||_": _without_operand_dumps(celtypes.logical_or, "||"),
     "_&&_": _without_operand_dumps(celtypes.logical_and, "&&"),
 }
+# The macros `exists` and `all` fold their items with celtypes' own functions, looked up at each call: over items
+# that are errors, each fold's error rendered the previous one twice, so an `exists` over the 26 registries of a
+# stack with models grew its message past the machine's memory. The short-error versions in their place.
+celtypes.logical_or, celtypes.logical_and = LOGIC["_||_"], LOGIC["_&&_"]  # type: ignore[assignment]
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {

@@ -48,6 +48,9 @@ def predictor_images() -> list[str]:
     return [*RUNTIMES.values(), PYTHON_IMAGE, STORAGE_INITIALIZER, AGENT]
 
 
+NO_TEAM: dict[str, Any] = {"team": "", "prefix": "", "pool": "", "labels": {}, "taints": [], "budget": {}}
+
+
 def serving_facts(platform: Platform) -> dict[str, dict[str, Any]]:
     """Models namespace -> its team's serving bounds ('' pool: the team serves nothing)."""
     facts: dict[str, dict[str, Any]] = {}
@@ -56,8 +59,7 @@ def serving_facts(platform: Platform) -> dict[str, dict[str, Any]]:
     for team in platform.models.teams:
         budget = team.serving
         if budget is None:
-            facts[team.namespace] = {"team": team.team, "prefix": team.artifacts, "pool": "", "labels": {},
-                                     "taints": [], "budget": {}}
+            facts[team.namespace] = {**NO_TEAM, "team": team.team, "prefix": team.artifacts}
             continue
         flavor = platform.flavor(budget.pool)
         amounts = {CPU: str(budget.cpu), MEMORY: str(budget.memory),
@@ -142,7 +144,10 @@ def serving_policy(platform: Platform) -> dict[str, Any]:
             {"name": "serving", "expression": lit(facts)},
             {"name": "served", "expression": ("request.namespace in variables.serving && "
                                               "variables.serving[request.namespace].pool != ''")},
-            {"name": "team", "expression": "variables.serving[request.namespace]"},
+            # Every namespace gets a value (an empty team outside the models namespaces), so no evaluator, lazy or
+            # not, ever looks up a missing key.
+            {"name": "team", "expression": ("request.namespace in variables.serving ? "
+                                            "variables.serving[request.namespace] : " + lit(NO_TEAM))},
             {"name": "predictorPod", "expression": (
                 f"request.resource.resource == 'pods' && has(object.metadata.labels) && "
                 f"'{PREDICTOR_LABEL}' in object.metadata.labels")},
