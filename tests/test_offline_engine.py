@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import filecmp
 import functools
+import gc
 import importlib
 import inspect
 import json
@@ -237,6 +238,18 @@ def test_the_sdks_debug_lines_reach_a_logger_that_logs_debug_and_only_then(tmp_p
         engine.run("echo", {}, program_path=program)
     assert not [r for r in caplog.records if r.levelno == logging.DEBUG]
     assert pulumi.log.debug is sdk_debug
+
+
+def test_full_collections_are_rarer_while_a_program_runs_and_as_before_after(tmp_path: Path) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("import gc\nimport pulumi\npulumi.export('thresholds', list(gc.get_threshold()))\n")
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        assert engine.run("echo", {}, program_path=program).outputs["thresholds"] == [700, 10, 1000]
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_a_chart_not_installed_from_the_verified_cache_is_refused(tmp_path: Path) -> None:

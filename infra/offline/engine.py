@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import json
 import logging
@@ -181,8 +182,27 @@ def _debug_log_when_read() -> Iterator[None]:
         pulumi.log.debug = sdk_debug
 
 
+@contextlib.contextmanager
+def _rare_full_collections() -> Iterator[None]:
+    """A run allocates millions of objects that live until it ends (registrations, outputs, rendered charts): at
+    Python's default thresholds they set off full collections, each walking every object alive (aws-prod, warm
+    caches: 0.85 s of CPU a run, 0.68 s without). Young objects are collected as often; a full collection waits
+    for a hundred times as many."""
+    young, middle, full = gc.get_threshold()
+    gc.set_threshold(young, middle, max(full, 1000))
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, middle, full)
+
+
 def run(stack: str, config: dict[str, Any], program_path: Path = PROGRAM) -> Capture:
     """Run a program (by default Trainyard's) for one stack: every registration, sorted, and the outputs."""
+    with _rare_full_collections():
+        return _run(stack, config, program_path)
+
+
+def _run(stack: str, config: dict[str, Any], program_path: Path) -> Capture:
     if program_path == PROGRAM and PLATFORM_KEY not in config:
         raise ValueError(f"config has no {PLATFORM_KEY}")
     loop = asyncio.new_event_loop()
