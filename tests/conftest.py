@@ -94,8 +94,9 @@ def _repo_config(stack: str) -> dict[str, Any]:
 
 
 def raw_platform(stack: str) -> dict[str, Any]:
-    """A deep copy of a stack's trainyard:platform mapping, to derive variants from in tests."""
-    return copy.deepcopy(read_stack_config(stack_file(stack))[PLATFORM_KEY])
+    """A deep copy of a stack's trainyard:platform mapping, to derive variants from in tests (of the file read once:
+    parsing it again for each variant cost more than running some of the tests)."""
+    return copy.deepcopy(_repo_config(stack)[PLATFORM_KEY])
 
 
 def run_raw(stack: str, raw: dict[str, Any]) -> engine.Capture:
