@@ -51,8 +51,10 @@ typecheck: install
 # The suite runs on every core (pytest-xdist): the first worker that needs a stack's offline run computes it, the
 # others read it (tests/conftest.py); runs, chart renders and parsed CRDs are kept in .cache/offline across
 # sessions, keyed by everything they depend on (a stack's run: its file, the program's code, uv.lock, Python).
+# Work stealing: each worker starts on its own half of the suite (so they rarely wait on one stack's first run at
+# the same moment) and takes tests from the other's queue when its own runs out, so both finish together.
 test: charts lint typecheck  ## lint, type check and the whole test suite (CRDs from $(CRDS))
-	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto
+	TRAINYARD_CRDS=$(abspath $(CRDS)) $(VENV)/bin/pytest -n auto --dist worksteal
 
 # Every stack rendered by a child process under another hash seed with an empty cache and by the test process
 # (make test: onprem-lab).

@@ -6,6 +6,7 @@ import atexit
 import copy
 import dataclasses
 import functools
+import gc
 import hashlib
 import os
 import sys
@@ -48,6 +49,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     atexit.register(_exit_now)
 
 
+# A full collection walks every object alive: a worker holds six stacks' runs, the rendered charts and the compiled
+# admission rules (hundreds of MB), and each program run it makes pushes Python's default thresholds past a full
+# collection several times, which cost ~0.5-0.8 s each and a fifth of the suite's CPU (tests/test_cloud_common.py,
+# test_storage.py, test_guards_admission.py, test_audit.py, test_kueue.py: 26 full collections, 21 s of 107 s).
+# Young objects are still collected as often; a full collection waits for a hundred times as many young ones.
+gc.set_threshold(700, 10, 1000)
+
+
 def stack_file(stack: str) -> Path:
     return ROOT / "stacks" / f"Pulumi.{stack}.yaml"
 
@@ -85,8 +94,9 @@ def _repo_config(stack: str) -> dict[str, Any]:
 
 
 def raw_platform(stack: str) -> dict[str, Any]:
-    """A deep copy of a stack's trainyard:platform mapping, to derive variants from in tests."""
-    return copy.deepcopy(read_stack_config(stack_file(stack))[PLATFORM_KEY])
+    """A deep copy of a stack's trainyard:platform mapping, to derive variants from in tests (of the file read once:
+    parsing it again for each variant cost more than running some of the tests)."""
+    return copy.deepcopy(_repo_config(stack)[PLATFORM_KEY])
 
 
 def run_raw(stack: str, raw: dict[str, Any]) -> engine.Capture:

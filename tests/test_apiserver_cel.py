@@ -9,7 +9,7 @@ from typing import Any
 
 import celpy
 import pytest
-from celpy import celtypes
+from celpy import celtypes, evaluation
 from celpy.evaluation import base_functions
 
 from infra.apiserver import crd_rules
@@ -180,3 +180,26 @@ def test_the_macros_fold_with_the_short_error_operators(symbol: str, name: str) 
     with pytest.raises(TypeError) as failed:
         fold(error, error)
     assert "no such key" not in str(failed.value) and len(str(failed.value)) < 100
+
+
+@pytest.mark.parametrize("expression", [
+    "self.a.x + 1 > 2 && !(self.a.y in ['b']) || self.c.size() == 2",  # binary, unary, relation, member, call
+    "self.c.all(i, i > 0) && self.c.map(i, i * 2).exists(i, i == 4)",  # macros: the casts over their lists
+    "self.a.nope == 1 || -self.a.x < 0",  # an error operand, a unary minus
+    "{'k': self.c[0]}.k + self.c.filter(i, i > 1)[0] - 3 / 1 % 2",  # map literal, indexes, multiplication
+])
+def test_celpys_evaluator_answers_alike_with_its_result_union_replaced(expression: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """infra/apiserver/cel.py replaces `celpy.evaluation.Result` (read at run time only by casts) with a plain
+    class: the same values and the same errors as with celpy's own union."""
+    activation = {"self": to_cel({"a": {"x": 2, "y": "b"}, "c": [1, 2]})}
+
+    def answer() -> tuple[str, Any]:
+        environment = celpy.Environment()
+        try:
+            return "value", environment.program(environment.compile(expression)).evaluate(activation)
+        except celpy.CELEvalError as error:
+            return "error", str(error.args[0])[:200]
+    replaced = answer()
+    monkeypatch.setattr(evaluation, "Result", celpy.Result)
+    assert evaluation.Result is not object and replaced == answer()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import filecmp
 import functools
+import gc
 import importlib
 import inspect
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -218,6 +220,36 @@ def test_outputs_echo_the_inputs_for_objects_and_add_computed_ones(tmp_path: Pat
     assert installed and all(r.parent == "kubernetes:helm.sh/v4:Chart::c" for r in installed)
     assert {"kubernetes:apps/v1:Deployment", "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"} <= {
         r.type for r in installed}
+
+
+def test_the_sdks_debug_lines_reach_a_logger_that_logs_debug_and_only_then(tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The engine builds the SDK's per-RPC debug lines only when the root logger would read them (the mocks' engine
+    hands them to it): the same lines at debug level, none otherwise; the SDK's own debug is back after a run."""
+    program = tmp_path / "program.py"
+    program.write_text("import pulumi_kubernetes as k8s\nk8s.core.v1.ConfigMap('cm', metadata={'name': 'cm'})\n")
+    sdk_debug = pulumi.log.debug
+    with caplog.at_level(logging.DEBUG):
+        engine.run("echo", {}, program_path=program)
+    registering = "registering resource: ty=kubernetes:core/v1:ConfigMap"
+    assert any(r.levelno == logging.DEBUG and r.getMessage().startswith(registering) for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        engine.run("echo", {}, program_path=program)
+    assert not [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert pulumi.log.debug is sdk_debug
+
+
+def test_full_collections_are_rarer_while_a_program_runs_and_as_before_after(tmp_path: Path) -> None:
+    program = tmp_path / "program.py"
+    program.write_text("import gc\nimport pulumi\npulumi.export('thresholds', list(gc.get_threshold()))\n")
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        assert engine.run("echo", {}, program_path=program).outputs["thresholds"] == [700, 10, 1000]
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_a_chart_not_installed_from_the_verified_cache_is_refused(tmp_path: Path) -> None:
