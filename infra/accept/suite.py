@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.accept import pipeline, platform_checks, queueing, training, web
+from infra.accept import pipeline, platform_checks, queueing, serving, training, web
 from infra.accept.jobs import support_objects
 from infra.accept.kube import Kube
 from infra.accept.report import document, write
@@ -46,6 +46,12 @@ def checks(platform: Platform) -> tuple[Check, ...]:
         Check("pipeline", pipeline.pipeline, 90 * 60,
               "the example pipeline uploaded, run on the team's queue and rerun through the Pipelines API behind "
               "the front door; parameters and artifacts recorded, the rerun the same; another team refused"),
+        Check("serve", serving.serve, 15 * 60,
+              "a model version registered in the team's registry, served by an InferenceService in its models "
+              "namespace, answers a prediction; everything removed"),
+        Check("rollback", serving.rollback, 30 * 60,
+              "served v1 switched to v2 and back by the rollback step; v1 answers again, the time measured, no "
+              "prediction failed during the switches"),
         Check("preemption", queueing.preemption, 30 * 60,
               "a job at the highest priority preempts one at the lowest in the team's queue", disruptive=True),
         Check("node-failure", training.node_failure, 45 * 60,
@@ -93,8 +99,10 @@ def deployed_commit(root: Path) -> str:
 
 def versions(platform: Platform) -> dict[str, str]:
     pins = platform.spec.versions
+    models = platform.models
     return {"kueue": pins.kueue, "trainer": pins.trainer, "jobset": pins.jobset, "kubernetes": pins.kubernetes,
-            "velero": VELERO, "gpu-operator": GPU_OPERATOR_CHART.version}
+            "velero": VELERO, "gpu-operator": GPU_OPERATOR_CHART.version,
+            **({"model-registry": models.registry_version, "kserve": models.serving_version} if models else {})}
 
 
 class CannotRun(Exception):
