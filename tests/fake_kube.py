@@ -29,7 +29,7 @@ KINDS = {"namespaces": "Namespace", "pods": "Pod", "nodes": "Node", "events": "E
          "cronjobs": "CronJob",
          "deployments": "Deployment", "customresourcedefinitions": "CustomResourceDefinition",
          "trainjobs": "TrainJob", "workloads": "Workload", "localqueues": "LocalQueue",
-         "clusterqueues": "ClusterQueue", "inferenceservices": "InferenceService"}
+         "clusterqueues": "ClusterQueue", "inferenceservices": "InferenceService", "services": "Service"}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ with the prediction of the model at that pod's storageUri (`models`: URI -> pred
 becomes Ready (the initializer finds nothing). The predictor pods carry the InferenceService's labels, as KServe
 copies them.
 
+Both are reached only through accept's relay (the pod `accept-relay` in the run's namespace, Ready one step after
+it is created, serving the namespaces of its $RELAY_NAMESPACES), as the team's network policies allow on a cluster:
+a service proxy straight to the models namespace finds nothing.
+
 The registry: the v1alpha3 REST paths accept uses (registered_models, model_versions, their artifacts), ids as
 strings, PATCH of `state`; nothing is ever deleted (as v0.3.7's API).
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from infra.accept import relay
 from infra.accept.serving import ISVC_POD_LABEL
 from infra.spec.models.model import REGISTRY_PORT, REGISTRY_SERVICE, TeamModels
 from tests.fake_cluster import SimulatedCluster, _cond, _set
@@ -35,6 +40,8 @@ class ServingCluster:
     def __init__(self, sim: SimulatedCluster, team: TeamModels, models: dict[str, Any],
                  faults: tuple[str, ...] = ()) -> None:
         self.sim, self.team, self.models, self.faults = sim, team, models, set(faults)
+        self.run_namespace = f"{team.team}-accept"
+        self.inside: dict[tuple[str, str], Any] = {}  # (namespace, service:port) -> handler, behind the relay
         self.ids = itertools.count(1)
         self.entities: dict[tuple[str, str], dict[str, Any]] = {}  # (registered_models|model_versions, id) -> body
         self.artifacts: dict[str, list[dict[str, Any]]] = {}  # version id -> its artifacts
@@ -43,12 +50,22 @@ class ServingCluster:
         self.answered: list[str] = []  # per prediction: the storageUri of the pod that answered, or the failure
         self.turn = itertools.count()
         sim.controllers.append(self.step)
-        sim.api.services[self._prefix(f"{REGISTRY_SERVICE}:{REGISTRY_PORT}")] = self.registry
+        self.inside[(team.namespace, f"{REGISTRY_SERVICE}:{REGISTRY_PORT}")] = self.registry
+        sim.api.services[f"/api/v1/namespaces/{self.run_namespace}/services/{relay.NAME}:{relay.PORT}/proxy/"] = \
+            self._relay
         sim.store.on_create[(KSERVE, "inferenceservices")] = self._created
         sim.store.on_delete[(KSERVE, "inferenceservices")] = self._deleted
 
-    def _prefix(self, service: str) -> str:
-        return f"/api/v1/namespaces/{self.team.namespace}/services/{service}/proxy/"
+    def _relay(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        pod = self.sim.store.get("", "pods", self.run_namespace, relay.NAME)
+        if pod is None or not self._is_ready(pod):
+            return 503, {"kind": "Status", "message": f"no endpoints available for service {relay.NAME}"}
+        allowed = next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "RELAY_NAMESPACES")
+        namespace, service, rest = [*path.split("/", 2), "", ""][:3]
+        if namespace not in allowed.split(","):
+            return 403, {"error": f"relay: {namespace} is not served"}
+        handler = self.inside.get((namespace, service))
+        return handler(method, rest, body) if handler else (502, {"error": f"relay: no {service} in {namespace}"})
 
     # the registry
     def registry(self, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -84,12 +101,12 @@ class ServingCluster:
     # KServe
     def _created(self, isvc: dict[str, Any]) -> None:
         name = isvc["metadata"]["name"]
-        self.sim.api.services[self._prefix(f"{name}-predictor:80")] = lambda m, p, b: self._predict(name, m, p, b)
+        self.inside[(self.team.namespace, f"{name}-predictor:80")] = lambda m, p, b: self._predict(name, m, p, b)
 
     def _deleted(self, isvc: dict[str, Any], _: bool) -> None:
         for pod in self._pods(isvc["metadata"]["name"]):
             self.sim.store.delete("", "pods", self.team.namespace, pod["metadata"]["name"])
-        self.sim.api.services.pop(self._prefix(f"{isvc['metadata']['name']}-predictor:80"), None)
+        self.inside.pop((self.team.namespace, f"{isvc['metadata']['name']}-predictor:80"), None)
 
     def _pods(self, name: str) -> list[dict[str, Any]]:
         return [p for p in self.sim.store.list("", "pods", self.team.namespace)
@@ -134,6 +151,10 @@ class ServingCluster:
                     self.sim.store.delete("", "pods", self.team.namespace, pod["metadata"]["name"])
 
     def step(self) -> None:
+        for pod in self.sim.store.list("", "pods", self.run_namespace):
+            if pod["metadata"]["name"] == relay.NAME:
+                pod.setdefault("status", {})["phase"] = "Running"
+                _set(pod, _cond("Ready"))
         for isvc in self.sim.store.list(KSERVE, "inferenceservices", self.team.namespace):
             name = isvc["metadata"]["name"]
             uri = isvc["spec"]["predictor"]["model"]["storageUri"]

@@ -38,6 +38,7 @@ def _run(name: str, faults: tuple[str, ...] = (), platform: Platform | None = No
     assert platform.models is not None
     team = platform.models.team(TEAM)
     sim = SimulatedCluster(platform)
+    sim.store.put("", "namespaces", {"metadata": {"name": f"{TEAM}-accept"}})  # the suite makes it
     prefix = f"{team.artifacts}{check.MODEL}"
     fake = ServingCluster(sim, team, models if models is not None else {f"{prefix}/v1/": V1, f"{prefix}/v2/": V2},
                           faults)
@@ -68,7 +69,7 @@ def test_the_inference_service_carries_the_registry_ids_and_serves_in_the_models
     platform = _platform()
     assert platform.models is not None
     serving = check.Serving(Run(platform, None, "x", TEAM, None, stamp="1"),  # type: ignore[arg-type]
-                            platform.models.team(TEAM))
+                            platform.models.team(TEAM), None)  # type: ignore[arg-type]
     serving.model_id = "7"
     manifest = serving.manifest(check.Version("v1", "8", "s3://b/models/trainyard-accept/v1/"))
     assert manifest["metadata"]["namespace"] == "vision-models"
@@ -171,3 +172,66 @@ def test_the_report_carries_the_rollback_timings(tmp_path: Path, monkeypatch: py
     assert report["versions"]["kserve"] == "0.16.0" and report["versions"]["model-registry"] == "0.3.7"
     markdown = (tmp_path / f"acceptance-{STACK}.md").read_text()
     assert "- rollback to v1 (s): 3.0" in markdown and "| rollback | PASS |" in markdown
+
+
+def test_the_relay_program_forwards_within_its_namespaces_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """infra/accept/relay_program.py itself, over real sockets: a request for the served namespace reaches the
+    service with its method and body and comes back as answered; another namespace is refused; no answer is 502."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from infra.accept import relay_program
+
+    seen: list[tuple[str, str, bytes]] = []
+
+    class Service(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            seen.append((self.command, self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(201)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    target = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    monkeypatch.setattr(relay_program, "TARGET", f"http://127.0.0.1:{target.server_address[1]}/{{namespace}}/"
+                                                 "{service}/{port}/{path}")
+    monkeypatch.setenv("RELAY_NAMESPACES", "vision-models")
+    server = relay_program.serve(0)
+    for httpd in (target, server):
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def send(path: str) -> int:
+        request = urllib.request.Request(f"{base}{path}", data=b'{"a": 1}', method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    try:
+        assert send("/vision-models/iris-predictor:80/v1/models/iris:predict") == 201
+        assert seen == [("POST", "/vision-models/iris-predictor/80/v1/models/iris:predict", b'{"a": 1}')]
+        assert send("/nlp-models/iris-predictor:80/v1/models/iris:predict") == 403
+        monkeypatch.setattr(relay_program, "TARGET", "http://127.0.0.1:1/{path}")
+        assert send("/vision-models/x:80/y") == 502
+        assert len(seen) == 1
+    finally:
+        server.shutdown()
+        target.shutdown()
+
+
+def test_the_relay_pod_passes_pod_security_restricted() -> None:
+    from infra.accept import relay as relay_module
+    from infra.apiserver.podsecurity import baseline, restricted
+
+    pod = next(o for o in relay_module.objects(["vision-models"]) if o["kind"] == "Pod")
+    assert baseline(pod) == restricted(pod) == []
+    del pod["spec"]["securityContext"]["seccompProfile"]
+    assert restricted(pod)  # the check can fail

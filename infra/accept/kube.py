@@ -65,6 +65,10 @@ class Kube:
             self.core.create_namespaced_config_map(namespace, body)
         elif kind == "PersistentVolumeClaim":
             self.core.create_namespaced_persistent_volume_claim(namespace, body)
+        elif kind == "Pod":
+            self.core.create_namespaced_pod(namespace, body)
+        elif kind == "Service":
+            self.core.create_namespaced_service(namespace, body)
         elif kind == "ServiceAccount":
             self.core.create_namespaced_service_account(namespace, body)
         elif kind == "TrainJob":

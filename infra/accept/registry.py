@@ -1,6 +1,6 @@
 """The team's Model Registry as `trainyard accept` uses it: its REST API (v1alpha3, kubeflow/model-registry@v0.3.7:
-api/openapi/model-registry.yaml) at the team's registry Service (TeamModels.registry_url), reached through the API
-server's service proxy as verify reaches Prometheus.
+api/openapi/model-registry.yaml) at the team's registry Service (TeamModels.registry_url), reached through the run's
+relay (relay.py).
 
 v0.3.7's API deletes nothing (registered models, versions and artifacts have GET and PATCH only): what accept
 registers it archives at the end (`state: ARCHIVED`), which is the registry's own way to retire a version.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from infra.accept.kube import Kube
+from infra.accept.relay import Relayed
 from infra.accept.runner import Failed
 from infra.spec.models.model import REGISTRY_PORT, REGISTRY_SERVICE
 
@@ -28,12 +28,12 @@ def string_property(value: str) -> dict[str, str]:
 class Registry:
     """One team's registry; a refusal or no answer fails the check naming the call."""
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
+    def __init__(self, relayed: Relayed, namespace: str) -> None:
+        self.relayed, self.namespace = relayed, namespace
         self.service = f"{REGISTRY_SERVICE}:{REGISTRY_PORT}"
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        status, answer = self.kube.proxy(method, self.namespace, self.service, f"{API}{path}", body)
+        status, answer = self.relayed.call(method, self.namespace, self.service, f"{API}{path}", body)
         if not 200 <= status < 300 or not isinstance(answer, dict):
             why = answer.get("message", answer) if isinstance(answer, dict) else answer
             raise Failed(f"model registry in {self.namespace}: {method} /{API}{path}: HTTP {status}: {why}")
@@ -54,6 +54,6 @@ class Registry:
 
     def archive(self, kind: str, entity_id: str) -> int:
         """PATCH the entity ARCHIVED (`kind`: registered_models or model_versions); the HTTP status."""
-        status, _ = self.kube.proxy("PATCH", self.namespace, self.service, f"{API}/{kind}/{quote(entity_id)}",
-                                    {"state": ARCHIVED})
+        status, _ = self.relayed.call("PATCH", self.namespace, self.service, f"{API}/{kind}/{quote(entity_id)}",
+                                      {"state": ARCHIVED})
         return status

@@ -5,7 +5,8 @@ step while it keeps answering.
 `serve`: register a model (`trainyard-accept-<stamp>`) and its version v1 in the team's registry, with its artifact
 at `<team artifacts>trainyard-accept/v1/`; apply an InferenceService (Standard mode) serving that storageUri and
 carrying the registry's ids as labels; wait until it is Ready and every ready predictor pod carries v1's id; ask a
-prediction (KServe v1 protocol) on the predictor's cluster-local Service through the API server's service proxy.
+prediction (KServe v1 protocol) on the predictor's cluster-local Service. Both the registry and the predictor are
+reached through the run's relay (relay.py), a pod in the run's namespace that the team's network policies admit.
 
 `rollback`: as `serve`, then register v2 and switch the InferenceService to it, then back to v1 by the rollback step
 of docs/models.md (storageUri and the model-version-id label, one merge patch). Through each switch a prediction is
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.accept.registry import Registry
+from infra.accept.relay import Relayed, relay
 from infra.accept.runner import Failed, Run, Skipped
 from infra.spec.base import parse_quantity
 from infra.spec.models.model import TeamModels
@@ -95,9 +97,9 @@ def _ready(pod: dict[str, Any]) -> bool:
 class Serving:
     """One acceptance InferenceService and its registered model: what was made (for the cleanup) and the steps."""
 
-    def __init__(self, run: Run, team: TeamModels) -> None:
-        self.run, self.team, self.namespace = run, team, team.namespace
-        self.registry = Registry(run.kube, self.namespace)
+    def __init__(self, run: Run, team: TeamModels, relayed: Relayed) -> None:
+        self.run, self.team, self.namespace, self.relayed = run, team, team.namespace, relayed
+        self.registry = Registry(relayed, self.namespace)
         self.name = f"accept-{run.stamp or 'run'}"
         self.steps: list[str] = run.evidence.setdefault("steps", [])
         self.model_id: str | None = None
@@ -152,8 +154,8 @@ class Serving:
         self.step(f"ready: InferenceService Ready, its predictor pods carry {MODEL_VERSION_LABEL}={version.id}")
 
     def predict(self) -> tuple[int, Any]:
-        return self.run.kube.proxy("POST", self.namespace, f"{self.name}-predictor:{PREDICTOR_PORT}",
-                                   f"v1/models/{self.name}:predict", INSTANCES)
+        return self.relayed.call("POST", self.namespace, f"{self.name}-predictor:{PREDICTOR_PORT}",
+                                 f"v1/models/{self.name}:predict", INSTANCES)
 
     def answer_of(self, version: Version) -> Any:
         """The prediction while the version serves alone (recorded as that version's answer)."""
@@ -210,7 +212,7 @@ class Serving:
 def _served(run: Run, then: Callable[[Serving, Version], str]) -> str:
     team = models_of(run)
     room_for_a_switch(team)
-    serving = Serving(run, team)
+    serving = Serving(run, team, relay(run, [team.namespace]))
     try:
         first = serving.register("v1")
         serving.apply(first)
