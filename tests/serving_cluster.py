@@ -75,6 +75,8 @@ class ServingCluster:
             return 404, {"message": f"no route {path}"}
         parts = path.removeprefix(API).split("/")
         if method == "POST" and parts == ["registered_models"]:
+            if any(k == "registered_models" and e["name"] == body["name"] for (k, _), e in self.entities.items()):
+                return 409, {"message": f"registered model {body['name']} already exists"}  # archived ones too
             return self._new("registered_models", {"name": body["name"], "state": "LIVE"})
         if method == "POST" and parts == ["model_versions"]:
             if ("registered_models", body.get("registeredModelId")) not in self.entities:

@@ -69,7 +69,7 @@ def test_the_inference_service_carries_the_registry_ids_and_serves_in_the_models
     platform = _platform()
     assert platform.models is not None
     serving = check.Serving(Run(platform, None, "x", TEAM, None, stamp="1"),  # type: ignore[arg-type]
-                            platform.models.team(TEAM), None)  # type: ignore[arg-type]
+                            platform.models.team(TEAM), None, "serve")  # type: ignore[arg-type]
     serving.model_id = "7"
     manifest = serving.manifest(check.Version("v1", "8", "s3://b/models/trainyard-accept/v1/"))
     assert manifest["metadata"]["namespace"] == "vision-models"
@@ -114,7 +114,7 @@ def test_each_misbehaviour_fails_the_check_and_everything_is_removed(name: str, 
 def test_a_model_that_was_never_published_times_out_waiting_and_is_removed() -> None:
     result, fake = _run("serve", models={})
     assert result.status == "failed"
-    assert "waiting for InferenceService accept-20261201000000 Ready, serving v1" in result.summary
+    assert "waiting for InferenceService accept-serve-20261201000000 Ready, serving v1" in result.summary
     assert fake.leftovers() == []
 
 
@@ -123,7 +123,7 @@ def test_without_the_cleanup_the_leftovers_are_seen(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(check.Serving, "clean", lambda self: None)
     result, fake = _run("serve")
     assert result.status == "passed"
-    assert fake.leftovers() == ["InferenceService accept-20261201000000", *(
+    assert fake.leftovers() == ["InferenceService accept-serve-20261201000000", *(
         f"pod {p['metadata']['name']}" for p in fake.sim.store.list("", "pods", "vision-models")),
         "model_versions/2 LIVE", "registered_models/1 LIVE"]
 
@@ -165,13 +165,15 @@ def test_the_report_carries_the_rollback_timings(tmp_path: Path, monkeypatch: py
     with sim.api:
         monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION",
                             str(sim.api.kubeconfig(tmp_path / "kubeconfig", "fake-admin")))
-        code = accept(platform, context="fake-admin", team=TEAM, chosen=select(checks(platform), ["rollback"], None),
+        code = accept(platform, context="fake-admin", team=TEAM,
+                      chosen=select(checks(platform), ["serve", "rollback"], None),
                       drain_node=None, report_dir=tmp_path, root=ROOT, clock=FakeClock(sim), render=None)
     report = json.loads((tmp_path / f"acceptance-{STACK}.json").read_text())
     assert code == 0, report
     assert report["versions"]["kserve"] == "0.16.0" and report["versions"]["model-registry"] == "0.3.7"
     markdown = (tmp_path / f"acceptance-{STACK}.md").read_text()
     assert "- rollback to v1 (s): 3.0" in markdown and "| rollback | PASS |" in markdown
+    assert "| serve | PASS |" in markdown  # both in one run: one registered model and InferenceService each
 
 
 def test_the_relay_program_forwards_within_its_namespaces_only(monkeypatch: pytest.MonkeyPatch) -> None:

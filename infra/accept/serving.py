@@ -97,10 +97,12 @@ def _ready(pod: dict[str, Any]) -> bool:
 class Serving:
     """One acceptance InferenceService and its registered model: what was made (for the cleanup) and the steps."""
 
-    def __init__(self, run: Run, team: TeamModels, relayed: Relayed) -> None:
+    def __init__(self, run: Run, team: TeamModels, relayed: Relayed, check: str) -> None:
         self.run, self.team, self.namespace, self.relayed = run, team, team.namespace, relayed
         self.registry = Registry(relayed, self.namespace)
-        self.name = f"accept-{run.stamp or 'run'}"
+        # One name per check and run: registered model names are unique for good (archiving keeps the name), and a
+        # deleted InferenceService may still be going while the next check starts.
+        self.name = f"accept-{check}-{run.stamp or 'run'}"
         self.steps: list[str] = run.evidence.setdefault("steps", [])
         self.model_id: str | None = None
         self.versions: list[Version] = []
@@ -111,7 +113,7 @@ class Serving:
 
     def register(self, name: str) -> Version:
         if self.model_id is None:
-            self.model_id = self.registry.register_model(f"{MODEL}-{self.run.stamp or 'run'}",
+            self.model_id = self.registry.register_model(f"{MODEL}-{self.name.removeprefix('accept-')}",
                                                          "trainyard accept: removed at the end of the run")
         uri = f"{self.team.artifacts}{MODEL}/{name}/"
         version = Version(name, self.registry.register_version(self.model_id, name, uri, MODEL_FORMAT), uri)
@@ -209,10 +211,10 @@ class Serving:
                   + (f" ({len(left)} left behind)" if left else ""))
 
 
-def _served(run: Run, then: Callable[[Serving, Version], str]) -> str:
+def _served(run: Run, check: str, then: Callable[[Serving, Version], str]) -> str:
     team = models_of(run)
     room_for_a_switch(team)
-    serving = Serving(run, team, relay(run, [team.namespace]))
+    serving = Serving(run, team, relay(run, [team.namespace]), check)
     try:
         first = serving.register("v1")
         serving.apply(first)
@@ -228,7 +230,7 @@ def serve(run: Run) -> str:
         return (f"registered {MODEL} v1 in {serving.namespace}'s registry, served by InferenceService "
                 f"{serving.name}; predicted {v1.answer}")
 
-    return _served(run, answered)
+    return _served(run, "serve", answered)
 
 
 def rollback(run: Run) -> str:
@@ -248,4 +250,4 @@ def rollback(run: Run) -> str:
         return (f"v1 -> v2 in {forward.seconds}s, rolled back to v1 in {back.seconds}s (from the patch to v1 alone "
                 f"answering); {forward.asked + back.asked} predictions during the switches, none failed")
 
-    return _served(run, rolled_back)
+    return _served(run, "rollback", rolled_back)
