@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infra.apiserver.schema import CrdIndex, check_custom
-from infra.checks.observability import metric_names, rule_findings
+from infra.checks.observability import dashboard_findings, grafana_expr, metric_names, rule_findings
 from infra.offline import engine
 from infra.offline.plan import objects
 from infra.platform.alerts import anchor
@@ -221,6 +221,20 @@ def test_registry_unreachable_fires_on_a_failed_probe() -> None:
         == []
 
 
+def test_the_dashboard_reads_scraped_series_and_shows_latency_readiness_and_versions() -> None:
+    assert dashboard_findings(_ours(), _platform().observability) == []
+    name = "trainyard-dashboard-serving"
+    board = json.loads(_named("ConfigMap", name)[0]["data"][f"{name}.json"])
+    panels = {p["title"]: p for p in board["panels"]}
+    assert [t["expr"].split("(")[0] for t in panels["Predict latency p50 and p95"]["targets"]] == [
+        "histogram_quantile", "histogram_quantile"]
+    read = {name for panel in board["panels"] for target in panel["targets"]
+            for name in metric_names(grafana_expr(target["expr"]))}
+    assert {"kube_inferenceservice_info", "trainyard_registry_production_version_info"} <= read
+    unprobed = [o for o in _ours() if o["kind"] != "Probe"]
+    assert dashboard_findings(unprobed, _platform().observability)  # the check can fail
+
+
 def test_every_serving_alert_has_its_runbook_section_and_the_thresholds() -> None:
     sections = runbook_sections(OPERATIONS.read_text(encoding="utf-8"))
     assert {anchor(name) for name in ALERTS} - sections == set()
@@ -238,6 +252,7 @@ def test_nothing_of_it_on_a_stack_without_models() -> None:
     assert kube_objects(capture, "Probe") == []
     assert not [o for o in kube_objects(capture, "PrometheusRule", own=True) for g in o["spec"]["groups"]
                 if g["name"] == "trainyard-serving"]
+    assert "trainyard-dashboard-serving" not in {o["metadata"]["name"] for o in kube_objects(capture, "ConfigMap")}
 
 
 @pytest.mark.parametrize("value", [0.0, 1.0])

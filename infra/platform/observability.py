@@ -42,7 +42,13 @@ from infra.platform.kfp.observability import NAMESPACE as PIPELINES_NAMESPACE
 from infra.platform.kfp.observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.kfp.observability import objects as pipeline_objects
 from infra.platform.kfp.observability import scrape_jobs as pipeline_jobs
-from infra.platform.models.observability import ksm_values, monitoring_objects, serving_rules, team_objects
+from infra.platform.models.observability import (
+    ksm_values,
+    monitoring_objects,
+    serving_dashboards,
+    serving_rules,
+    team_objects,
+)
 from infra.platform.tenancy import psa_labels
 from infra.platform.usage_rules import idle_alerts, usage_rules
 from infra.spec import Platform
@@ -240,7 +246,7 @@ class Observability(pulumi.ComponentResource):
                                                    ("trainyard-serving", serving_rules(platform))])
         kube_object("rules", API, "PrometheusRule", metadata("trainyard-platform", NAMESPACE), after_chart,
                     spec={"groups": groups})
-        boards = {**dashboards(platform), **pipeline_dashboards(platform)}
+        boards = {**dashboards(platform), **pipeline_dashboards(platform), **serving_dashboards(platform)}
         for board_name, board in boards.items():
             kube_object(board_name, "v1", "ConfigMap", metadata(board_name, NAMESPACE, labels=SIDECAR_LABEL), in_ns,
                         data={f"{board_name}.json": board})

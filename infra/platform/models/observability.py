@@ -2,7 +2,8 @@
 kube-state-metrics exports each InferenceService's registry labels and Ready condition, and a JSON exporter turns
 each team registry's production versions into series; alerts for predictors not ready, slow predictions, a version
 mismatch between the registry's production and what serves, and a registry Prometheus cannot read (runbooks in
-docs/operations.md). All of it exists only on a stack that declares `models`.
+docs/operations.md); a dashboard of predictions, latency, readiness and versions. All of it exists only on a stack
+that declares `models`.
 
 Upstream facts (names in infra/spec/metrics.py MODELS_CATALOG):
 - KServe v0.16.0's Python runtimes (sklearn, xgboost, lightgbm, pmml, ...) serve Prometheus text at `/metrics` on
@@ -26,6 +27,7 @@ Upstream facts (names in infra/spec/metrics.py MODELS_CATALOG):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +36,7 @@ import yaml
 from infra.components import MONITORING
 from infra.kit.objects import NETWORKING_API
 from infra.platform.alerts import alert
+from infra.platform.dashboards import _dashboard, _variable
 from infra.platform.frontdoor import PROMETHEUS_PEER
 from infra.spec import Platform
 from infra.spec.models.model import REGISTRY_PORT
@@ -213,3 +216,39 @@ def scraped_jobs(platform: Platform) -> tuple[str, ...]:
     served, so verify does not expect them up)."""
     return (PREDICTOR_JOB, REGISTRY_JOB) if models_declared(platform) else ()
 
+
+
+def serving_dashboard(platform: Platform) -> dict[str, Any]:
+    """Per InferenceService of the selected models namespaces: predictions per second and their latency, readiness,
+    which version serves beside which one the registry calls production."""
+    ns = 'namespace=~"$namespace"'
+    isvc = f"{{{{namespace}}}} {{{{{ISVC_SERIES_LABEL}}}}}"
+    rate = f"rate(request_predict_seconds_bucket{{job=\"{PREDICTOR_JOB}\", {ns}}}[$__rate_interval])"
+    panels: list[tuple[str, str, list[tuple[str, str]]]] = [
+        ("Predictions per second", "reqps", [
+            (f"sum by (namespace, {ISVC_SERIES_LABEL}) (rate(request_predict_seconds_count{{job=\"{PREDICTOR_JOB}\","
+             f" {ns}}}[$__rate_interval]))", isvc)]),
+        ("Predict latency p50 and p95", "s", [
+            (f"histogram_quantile(0.5, sum by (le, namespace, {ISVC_SERIES_LABEL}) ({rate}))", f"p50 {isvc}"),
+            (f"histogram_quantile(0.95, sum by (le, namespace, {ISVC_SERIES_LABEL}) ({rate}))", f"p95 {isvc}")]),
+        ("InferenceServices Ready (1) or not (0)", "short", [
+            (f'max by (namespace, inferenceservice) (kube_inferenceservice_status_condition{{{ns}, type="Ready"}})',
+             "{{namespace}} {{inferenceservice}}")]),
+        ("Version served per InferenceService (registry id)", "short", [
+            (f"max by (namespace, inferenceservice, registered_model_id, model_version_id) "
+             f"(kube_inferenceservice_info{{{ns}}})",
+             "{{namespace}} {{inferenceservice}}: model {{registered_model_id}} version {{model_version_id}}")]),
+        ("Production version per registered model (registry)", "short", [
+            (f"max by (namespace, registered_model_id, model_version_id, model_version) "
+             f"({PRODUCTION_SERIES}_info{{{ns}}})",
+             "{{namespace}} model {{registered_model_id}}: {{model_version}} ({{model_version_id}})")]),
+    ]
+    variable = _variable("namespace", "label_values(kube_inferenceservice_info, namespace)")
+    return _dashboard("trainyard-serving", "Trainyard / Serving", panels, [variable])
+
+
+def serving_dashboards(platform: Platform) -> dict[str, str]:
+    """ConfigMap name -> dashboard JSON, as dashboards.py writes them."""
+    if not models_declared(platform):
+        return {}
+    return {"trainyard-dashboard-serving": json.dumps(serving_dashboard(platform), sort_keys=True, indent=1)}
