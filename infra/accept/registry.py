@@ -17,12 +17,6 @@ from infra.spec.models.model import REGISTRY_PORT, REGISTRY_SERVICE
 
 API = "api/model_registry/v1alpha3"
 ARCHIVED = "ARCHIVED"
-STAGE = "stage"  # the custom property whose value `production` marks the version that should serve
-
-
-def string_property(value: str) -> dict[str, str]:
-    """A custom property's value as the API carries it (MetadataStringValue)."""
-    return {"metadataType": "MetadataStringValue", "string_value": value}
 
 
 class Registry:
@@ -48,9 +42,6 @@ class Registry:
         self.call("POST", f"/model_versions/{version}/artifacts", {
             "artifactType": "model-artifact", "name": f"{name}-model", "uri": uri, "modelFormatName": model_format})
         return version
-
-    def version(self, version_id: str) -> dict[str, Any]:
-        return self.call("GET", f"/model_versions/{quote(version_id)}")
 
     def archive(self, kind: str, entity_id: str) -> int:
         """PATCH the entity ARCHIVED (`kind`: registered_models or model_versions); the HTTP status."""

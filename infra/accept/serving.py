@@ -27,7 +27,7 @@ from typing import Any
 
 from infra.accept.registry import Registry
 from infra.accept.relay import Relayed, relay
-from infra.accept.runner import Failed, Run, Skipped
+from infra.accept.runner import RUN_LABEL, Failed, Run, Skipped
 from infra.spec.base import parse_quantity
 from infra.spec.models.model import TeamModels
 
@@ -38,7 +38,6 @@ INSTANCES: dict[str, Any] = {"instances": [[6.8, 2.8, 4.8, 1.4]]}
 REGISTERED_MODEL_LABEL = "modelregistry.kubeflow.org/registered-model-id"
 MODEL_VERSION_LABEL = "modelregistry.kubeflow.org/model-version-id"
 ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"  # KServe's label on the predictor's pods
-RUN_LABEL = "trainyard.io/acceptance-run"
 # One predictor pod's requests (= limits); a switch runs the old and the new pod side by side.
 POD_CPU, POD_MEMORY = "250m", "512Mi"
 SWITCH_POLL = 1.0  # seconds between predictions during a switch: the resolution of the measured time

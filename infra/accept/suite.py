@@ -16,13 +16,12 @@ from infra.accept import pipeline, platform_checks, queueing, serving, training,
 from infra.accept.jobs import support_objects
 from infra.accept.kube import Kube
 from infra.accept.report import document, write
-from infra.accept.runner import Check, Clock, Result, Run, run_check
+from infra.accept.runner import RUN_LABEL, Check, Clock, Result, Run, run_check
 from infra.spec import Platform, SpecError
 from infra.spec.teams import acceptance_namespace
 from infra.spec.versions import GPU_OPERATOR_CHART, VELERO
 
 PASSED, FAILED, CANNOT_RUN = 0, 1, 2
-RUN_LABEL = "trainyard.io/acceptance-run"
 DRILL_MARGIN_MINUTES = 20  # the drill Job's own deadline is its timeout plus 15 minutes
 
 

@@ -211,13 +211,6 @@ def serving_rules(platform: Platform) -> list[dict[str, Any]]:
     ]
 
 
-def scraped_jobs(platform: Platform) -> tuple[str, ...]:
-    """The jobs whose series the rules read, for the offline metric check (no target exists before a model is
-    served, so verify does not expect them up)."""
-    return (PREDICTOR_JOB, REGISTRY_JOB) if models_declared(platform) else ()
-
-
-
 def serving_dashboard(platform: Platform) -> dict[str, Any]:
     """Per InferenceService of the selected models namespaces: predictions per second and their latency, readiness,
     which version serves beside which one the registry calls production."""
