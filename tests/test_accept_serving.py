@@ -232,8 +232,10 @@ def test_the_relay_program_forwards_within_its_namespaces_only(monkeypatch: pyte
 def test_the_relay_pod_passes_pod_security_restricted() -> None:
     from infra.accept import relay as relay_module
     from infra.apiserver.podsecurity import baseline, restricted
+    from infra.platform.web.binder import RESTRICTED_POD
 
     pod = next(o for o in relay_module.objects(["vision-models"]) if o["kind"] == "Pod")
     assert baseline(pod) == restricted(pod) == []
     del pod["spec"]["securityContext"]["seccompProfile"]
     assert restricted(pod)  # the check can fail
+    assert "seccompProfile" in RESTRICTED_POD  # on the relay's own copy: the web binder's pods keep theirs

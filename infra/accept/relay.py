@@ -5,6 +5,7 @@ server, which the team's default-deny policies refuse (they admit only namespace
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,14 @@ def objects(namespaces: list[str]) -> list[dict[str, Any]]:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME},
          "data": {"relay.py": PROGRAM.read_text(encoding="utf-8")}},
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": NAME, "labels": labels}, "spec": {
-            "securityContext": RESTRICTED_POD,
+            "securityContext": copy.deepcopy(RESTRICTED_POD),  # the binder's: copies, so no caller changes those
             "containers": [{
                 "name": "relay", "image": WEB_BINDER_IMAGE, "command": ["python", "/relay/relay.py"],
                 "env": [{"name": "RELAY_NAMESPACES", "value": ",".join(namespaces)}],
                 "ports": [{"name": "http", "containerPort": PORT}],
                 "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}},
                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
-                "securityContext": RESTRICTED_CONTAINER,
+                "securityContext": copy.deepcopy(RESTRICTED_CONTAINER),
                 "volumeMounts": [{"name": "program", "mountPath": "/relay", "readOnly": True}]}],
             "volumes": [{"name": "program", "configMap": {"name": NAME}}]}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": NAME, "labels": labels},
