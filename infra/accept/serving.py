@@ -2,10 +2,10 @@
 version served by KServe in the team's models namespace, asked for a prediction, and rolled back by the documented
 step while it keeps answering.
 
-`serve`: register a model (`trainyard-accept-<stamp>`) and its version v1 in the team's registry, with its artifact
-at `<team artifacts>trainyard-accept/v1/`; apply an InferenceService (Standard mode) serving that storageUri and
-carrying the registry's ids as labels; wait until it is Ready and every ready predictor pod carries v1's id; ask a
-prediction (KServe v1 protocol) on the predictor's cluster-local Service. Both the registry and the predictor are
+`serve`: register a model (`trainyard-accept-<check>-<stamp>`) and its version v1 in the team's registry, with its
+artifact at `<team artifacts>trainyard-accept/v1/`; apply an InferenceService (Standard mode) serving that
+storageUri, carrying the registry's ids as labels; wait until it is Ready and every ready predictor pod carries v1's id;
+ask a prediction (KServe v1 protocol) on the predictor's cluster-local Service. Both the registry and the predictor are
 reached through the run's relay (relay.py), a pod in the run's namespace that the team's network policies admit.
 
 `rollback`: as `serve`, then register v2 and switch the InferenceService to it, then back to v1 by the rollback step
@@ -28,6 +28,7 @@ from typing import Any
 from infra.accept.registry import Registry
 from infra.accept.relay import Relayed, relay
 from infra.accept.runner import RUN_LABEL, Failed, Run, Skipped
+from infra.platform.models.observability import ISVC_LABEL, MODEL_LABEL, VERSION_LABEL
 from infra.spec.base import parse_quantity
 from infra.spec.models.model import TeamModels
 
@@ -35,9 +36,8 @@ MODEL = "trainyard-accept"  # the model's folder under the team's artifacts pref
 MODEL_FORMAT = "sklearn"  # served by KServe's sklearn ClusterServingRuntime (KServe v1 protocol)
 # What accept asks: one row of four features (KServe's sklearn iris example takes this shape).
 INSTANCES: dict[str, Any] = {"instances": [[6.8, 2.8, 4.8, 1.4]]}
-REGISTERED_MODEL_LABEL = "modelregistry.kubeflow.org/registered-model-id"
-MODEL_VERSION_LABEL = "modelregistry.kubeflow.org/model-version-id"
-ISVC_POD_LABEL = "serving.kserve.io/inferenceservice"  # KServe's label on the predictor's pods
+# The registry's ids on an InferenceService (and, copied by KServe, on its pods), and KServe's label on the pods.
+REGISTERED_MODEL_LABEL, MODEL_VERSION_LABEL, ISVC_POD_LABEL = MODEL_LABEL, VERSION_LABEL, ISVC_LABEL
 # One predictor pod's requests (= limits); a switch runs the old and the new pod side by side.
 POD_CPU, POD_MEMORY = "250m", "512Mi"
 SWITCH_POLL = 1.0  # seconds between predictions during a switch: the resolution of the measured time
