@@ -10,7 +10,7 @@ the misbehaviours the checks must catch.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -62,6 +62,7 @@ class SimulatedCluster:
         self.names = itertools.count(1)
         self.extra_grants: set[tuple[str, str, str]] = set()  # (user or group, verb, resource) allowed on top
         self.withheld: set[tuple[str, str, str]] = set()  # ... and denied whatever the bindings say
+        self.controllers: list[Callable[[], None]] = []  # further controllers (tests/serving_cluster.py), each step
         self.store.on_create[(TRAINER, "trainjobs")] = self._new_trainjob
         self.store.on_delete[("", "pods")] = self._pod_gone
         self.store.on_delete[(TRAINER, "trainjobs")] = self._trainjob_gone
@@ -383,3 +384,5 @@ class SimulatedCluster:
                         if workload["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]:
                             _set(workload, _cond("Finished"))
             self._drill()
+            for controller in self.controllers:
+                controller()

@@ -29,7 +29,7 @@ KINDS = {"namespaces": "Namespace", "pods": "Pod", "nodes": "Node", "events": "E
          "cronjobs": "CronJob",
          "deployments": "Deployment", "customresourcedefinitions": "CustomResourceDefinition",
          "trainjobs": "TrainJob", "workloads": "Workload", "localqueues": "LocalQueue",
-         "clusterqueues": "ClusterQueue"}
+         "clusterqueues": "ClusterQueue", "inferenceservices": "InferenceService", "services": "Service"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +158,9 @@ class FakeApiServer:
         self.store, self.authorize = store, authorize
         self.logs: dict[tuple[str, str], list[str]] = {}
         self.proxies: dict[str, Any] = {}  # service proxy path -> JSON it answers (Prometheus' targets)
+        # Services behind the proxy that answer any method: (method, path after /proxy/, JSON body) -> (status,
+        # JSON answer), keyed by the proxy path's prefix /api/v1/namespaces/NS/services/NAME:PORT/proxy/.
+        self.services: dict[str, Callable[[str, str, Any], tuple[int, Any]]] = {}
         self.requests: list[tuple[str, str]] = []
         server = self
 
@@ -236,6 +239,10 @@ class FakeApiServer:
                          "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24",
                          "compiler": "gc", "platform": "linux/amd64"}, False
         if "/proxy/" in path:
+            prefix, _, rest = unquote(path).partition("/proxy/")
+            if prefix + "/proxy/" in self.services:
+                code, answer = self.services[prefix + "/proxy/"](method, rest, body)
+                return code, answer, False
             answer = self.proxies.get(unquote(path))
             return (200, answer, False) if answer is not None else (404, status(404, "NotFound", path), False)
         where = parse_path(path)

@@ -72,10 +72,12 @@ def test_every_default_check_passes_on_a_cluster_that_behaves(cluster: Any, tmp_
     code, report, clock = run(sim, tmp_path)
     assert code == PASSED, report
     assert [c["name"] for c in report["checks"]] == ["end-to-end", "gang", "checkpoint", "restore-drill", "access",
-                                                     "front-door", "pipeline"]
-    assert {c["status"] for c in report["checks"][:-2]} == {"passed"}
+                                                     "front-door", "pipeline", "serve", "rollback"]
+    assert {c["status"] for c in report["checks"][:-4]} == {"passed"}
     assert result(report, "front-door")["status"] == "skipped"  # no token given (tests/test_frontdoor_live.py)
     assert result(report, "pipeline")["status"] == "skipped"  # no pipelines declared (tests/test_accept_pipeline.py)
+    # no models declared (tests/test_accept_serving.py)
+    assert result(report, "serve")["status"] == result(report, "rollback")["status"] == "skipped"
     assert report["team"] == "demo" and report["namespace"] == "demo-accept"
     assert len(report["commit"].split()[0]) == 40 and report["versions"]["kueue"] == sim.platform.spec.versions.kueue
     assert report["server"] == "v1.34.1-fake"
@@ -87,7 +89,7 @@ def test_every_default_check_passes_on_a_cluster_that_behaves(cluster: Any, tmp_
     assert any("Admitted=True" in line for line in e2e["e2e-torch-gpu"]["conditions"])
     assert e2e["e2e-torch-gpu"]["flavors"] == {"node": {"gpu": "gpu"}}
     markdown = (tmp_path / "report" / "acceptance-local.md").read_text()
-    assert "| end-to-end | PASS |" in markdown and "Result: 5 passed, 0 failed, 2 skipped." in markdown
+    assert "| end-to-end | PASS |" in markdown and "Result: 5 passed, 0 failed, 4 skipped." in markdown
 
 
 def test_the_run_namespace_is_labelled_as_the_team_and_queued_on_its_cluster_queue(cluster: Any,

@@ -3,6 +3,7 @@ dicts (what `kubectl get -o json` shows)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kubernetes import client, config
@@ -12,6 +13,8 @@ from infra.live.verify import kubeconfig_files
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+KSERVE = ("serving.kserve.io", "v1beta1")
+PROXY_TIMEOUT = 30  # seconds: one request through the API server's service proxy
 
 
 class Kube:
@@ -62,6 +65,10 @@ class Kube:
             self.core.create_namespaced_config_map(namespace, body)
         elif kind == "PersistentVolumeClaim":
             self.core.create_namespaced_persistent_volume_claim(namespace, body)
+        elif kind == "Pod":
+            self.core.create_namespaced_pod(namespace, body)
+        elif kind == "Service":
+            self.core.create_namespaced_service(namespace, body)
         elif kind == "ServiceAccount":
             self.core.create_namespaced_service_account(namespace, body)
         elif kind == "TrainJob":
@@ -70,6 +77,8 @@ class Kube:
             self.custom.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", body)
         elif kind == "Job":
             self.batch.create_namespaced_job(namespace, body)
+        elif kind == "InferenceService":
+            self.custom.create_namespaced_custom_object(*KSERVE, namespace, "inferenceservices", body)
         else:
             raise ValueError(f"accept creates no {kind}")
 
@@ -105,6 +114,37 @@ class Kube:
 
     def events(self, namespace: str) -> list[dict[str, Any]]:
         return self._items(self.core.list_namespaced_event(namespace))
+
+    # serving
+    def inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self._absent(self.custom.get_namespaced_custom_object, *KSERVE, namespace,
+                                                    "inferenceservices", name)
+        return found
+
+    def patch_inference_service(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch, as `kubectl patch --type merge` sends it (the client sends a dict body as one)."""
+        self.custom.patch_namespaced_custom_object(*KSERVE, namespace, "inferenceservices", name, patch)
+
+    def delete_inference_service(self, namespace: str, name: str) -> None:
+        self._absent(self.custom.delete_namespaced_custom_object, *KSERVE, namespace, "inferenceservices", name)
+
+    def proxy(self, method: str, namespace: str, service: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """An HTTP request to a Service through the API server's service proxy (`service` is `name:port`), as verify
+        reads Prometheus: (status, the JSON answer or its text); status 0 when no answer came."""
+        where = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/{path.lstrip('/')}"
+        headers = {"Accept": "application/json", **({"Content-Type": "application/json"} if body is not None else {})}
+        try:
+            verb, url, sent, payload, _ = self.api.param_serialize(method, where, header_params=headers, body=body,
+                                                                    auth_settings=["BearerToken"])
+            response = self.api.call_api(verb, url, header_params=sent, body=payload, _request_timeout=PROXY_TIMEOUT)
+            data = response.read()
+        except Exception as error:  # connection refused, reset, timeout: no answer to judge
+            return 0, f"{type(error).__name__}: {error}"
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        try:
+            return response.status, json.loads(text) if text else None
+        except ValueError:
+            return response.status, text
 
     # nodes
     def node(self, name: str) -> dict[str, Any] | None:

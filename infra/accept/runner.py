@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Status = Literal["passed", "failed", "skipped"]
 POLL_SECONDS = 5.0
+RUN_LABEL = "trainyard.io/acceptance-run"  # on what a run makes outside its own namespace (and on the namespace)
 
 
 class Clock(Protocol):

@@ -12,17 +12,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.accept import pipeline, platform_checks, queueing, training, web
+from infra.accept import pipeline, platform_checks, queueing, serving, training, web
 from infra.accept.jobs import support_objects
 from infra.accept.kube import Kube
 from infra.accept.report import document, write
-from infra.accept.runner import Check, Clock, Result, Run, run_check
+from infra.accept.runner import RUN_LABEL, Check, Clock, Result, Run, run_check
 from infra.spec import Platform, SpecError
 from infra.spec.teams import acceptance_namespace
 from infra.spec.versions import GPU_OPERATOR_CHART, VELERO
 
 PASSED, FAILED, CANNOT_RUN = 0, 1, 2
-RUN_LABEL = "trainyard.io/acceptance-run"
 DRILL_MARGIN_MINUTES = 20  # the drill Job's own deadline is its timeout plus 15 minutes
 
 
@@ -46,6 +45,12 @@ def checks(platform: Platform) -> tuple[Check, ...]:
         Check("pipeline", pipeline.pipeline, 90 * 60,
               "the example pipeline uploaded, run on the team's queue and rerun through the Pipelines API behind "
               "the front door; parameters and artifacts recorded, the rerun the same; another team refused"),
+        Check("serve", serving.serve, 15 * 60,
+              "a model version registered in the team's registry, served by an InferenceService in its models "
+              "namespace, answers a prediction; everything removed"),
+        Check("rollback", serving.rollback, 30 * 60,
+              "served v1 switched to v2 and back by the rollback step; v1 answers again, the time measured, no "
+              "prediction failed during the switches"),
         Check("preemption", queueing.preemption, 30 * 60,
               "a job at the highest priority preempts one at the lowest in the team's queue", disruptive=True),
         Check("node-failure", training.node_failure, 45 * 60,
@@ -93,8 +98,10 @@ def deployed_commit(root: Path) -> str:
 
 def versions(platform: Platform) -> dict[str, str]:
     pins = platform.spec.versions
+    models = platform.models
     return {"kueue": pins.kueue, "trainer": pins.trainer, "jobset": pins.jobset, "kubernetes": pins.kubernetes,
-            "velero": VELERO, "gpu-operator": GPU_OPERATOR_CHART.version}
+            "velero": VELERO, "gpu-operator": GPU_OPERATOR_CHART.version,
+            **({"model-registry": models.registry_version, "kserve": models.serving_version} if models else {})}
 
 
 class CannotRun(Exception):

@@ -16,8 +16,9 @@ import promql_parser
 from infra.checks.context import Context
 from infra.components import MONITORING
 from infra.platform.kfp.observability import JOBS as PIPELINE_JOBS
+from infra.platform.models.observability import PREDICTOR_JOB, REGISTRY_JOB
 from infra.spec import Finding, Platform
-from infra.spec.metrics import PIPELINE_CATALOG, series_names
+from infra.spec.metrics import MODELS_CATALOG, PIPELINE_CATALOG, series_names
 from infra.spec.observability import RELATIVE_RUNBOOK, ObservabilityFacts
 from infra.vocabulary import RECEIVERS_ANNOTATION
 
@@ -70,8 +71,8 @@ def scraped_jobs(objects: list[dict[str, Any]]) -> set[str]:
     """The jobs the rendered monitors name through their jobLabel (the selected pods' or Services' label value)."""
     jobs = set()
     for obj in objects:
-        spec = obj.get("spec", {}) if obj.get("kind") in ("PodMonitor", "ServiceMonitor") else {}
-        job = spec.get("selector", {}).get("matchLabels", {}).get(spec.get("jobLabel", ""))
+        spec = obj.get("spec", {}) if obj.get("kind") in ("PodMonitor", "ServiceMonitor", "Probe") else {}
+        job = spec.get("jobName") or spec.get("selector", {}).get("matchLabels", {}).get(spec.get("jobLabel", ""))
         if job:
             jobs.add(job)
     return jobs
@@ -86,12 +87,20 @@ def _pipeline_series(objects: list[dict[str, Any]], facts: ObservabilityFacts) -
             for name in series_names(metric)}
 
 
+def _models_series(objects: list[dict[str, Any]]) -> set[str]:
+    """Serving's series where the render scrapes both the predictors and the registries (the InferenceService series
+    of kube-state-metrics come with the same switch)."""
+    if not {PREDICTOR_JOB, REGISTRY_JOB} <= scraped_jobs(objects):
+        return set()
+    return {name for metric in MODELS_CATALOG for name in series_names(metric)}
+
+
 def _known(objects: list[dict[str, Any]], facts: ObservabilityFacts | None) -> set[str] | None:
     """The catalog's metrics and the recorded ones; None (any name) for a chart's own rules and dashboards,
     which read what the chart itself deploys and are tested upstream: for them only the parse is checked."""
     if facts is None:
         return None
-    return (set(facts.catalog()) | _pipeline_series(objects, facts)
+    return (set(facts.catalog()) | _pipeline_series(objects, facts) | _models_series(objects)
             | {rule["record"] for _, rule in _rules(objects) if "record" in rule})
 
 

@@ -72,6 +72,12 @@ DESCRIPTIONS = {
                           "it.",
     "PipelineAPIServerDown": "Nobody can upload, start, list or read a pipeline run; finished runs go unrecorded.",
     "PipelineWorkflowControllerDown": "No pipeline step starts or finishes: every team's runs stop where they are.",
+    # Serving's (infra/platform/models/observability.py).
+    "InferenceServiceNotReady": "Its clients' predictions fail (HTTP 503 or no answer) until a predictor is ready.",
+    "InferenceServiceLatencyHigh": "Its clients wait or time out; requests pile up on the predictor.",
+    "ModelVersionMismatch": "What answers is not the version the registry says is in production: an unreviewed "
+                            "rollback, a promotion never rolled out, or a rollout stuck.",
+    "ModelRegistryUnreachable": "The team cannot register or read versions, and version mismatches go unseen.",
 }
 
 

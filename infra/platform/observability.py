@@ -42,6 +42,13 @@ from infra.platform.kfp.observability import NAMESPACE as PIPELINES_NAMESPACE
 from infra.platform.kfp.observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.kfp.observability import objects as pipeline_objects
 from infra.platform.kfp.observability import scrape_jobs as pipeline_jobs
+from infra.platform.models.observability import (
+    ksm_values,
+    monitoring_objects,
+    serving_dashboards,
+    serving_rules,
+    team_objects,
+)
 from infra.platform.tenancy import psa_labels
 from infra.platform.usage_rules import idle_alerts, usage_rules
 from infra.spec import Platform
@@ -150,7 +157,8 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
                                                            "kubeSchedulerRecording": False} if managed else {})}},
         "windowsMonitoring": {"enabled": False},
         # kube_node_labels{label_trainyard_io_pool}: the join from nodes to pools in rules and dashboards.
-        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]", *ksm_pod_labels(platform)]},
+        "kube-state-metrics": {"metricLabelsAllowlist": [f"nodes=[{POOL_LABEL}]", *ksm_pod_labels(platform)],
+                               **ksm_values(platform)},  # InferenceServices' registry labels, with `models`
         "prometheus-node-exporter": {"namespaceOverride": NODE_NAMESPACE},
         "grafana": {"enabled": facts.grafana, "admin": {"existingSecret": GRAFANA_SECRET}},
     }
@@ -228,11 +236,17 @@ class Observability(pulumi.ComponentResource):
                               "endpoints": [monitor.endpoint]})
         for name, api, kind, object_name, spec in pipeline_objects(platform):  # PodMonitors, their NetworkPolicy
             kube_object(name, api, kind, metadata(object_name, PIPELINES_NAMESPACE), after_chart, spec=spec)
+        # Serving's: the predictors' PodMonitor, the registry exporter and its Probes; policies in models namespaces.
+        for name, api, kind, object_name, fields in monitoring_objects(platform):
+            kube_object(name, api, kind, metadata(object_name, NAMESPACE), after_chart, **fields)
+        for name, where, api, kind, object_name, spec in team_objects(platform):
+            kube_object(name, api, kind, metadata(object_name, where), after_chart, spec=spec)
         groups = rule_groups(platform, NAMESPACE, [("trainyard-usage", usage_rules(platform) + idle_alerts(platform)),
-                                                   ("trainyard-pipelines", pipeline_rules(platform))])
+                                                   ("trainyard-pipelines", pipeline_rules(platform)),
+                                                   ("trainyard-serving", serving_rules(platform))])
         kube_object("rules", API, "PrometheusRule", metadata("trainyard-platform", NAMESPACE), after_chart,
                     spec={"groups": groups})
-        boards = {**dashboards(platform), **pipeline_dashboards(platform)}
+        boards = {**dashboards(platform), **pipeline_dashboards(platform), **serving_dashboards(platform)}
         for board_name, board in boards.items():
             kube_object(board_name, "v1", "ConfigMap", metadata(board_name, NAMESPACE, labels=SIDECAR_LABEL), in_ns,
                         data={f"{board_name}.json": board})

@@ -29,6 +29,9 @@ APISERVER = "kube-apiserver"
 PROMETHEUS = "prometheus"
 ARGO = "argo-workflows"  # the workflow controller Kubeflow Pipelines runs its pipelines with
 KFP = "kfp-api-server"
+KSERVE_RUNTIME = "kserve-runtime"  # KServe's Python model server in the predictor pods
+REGISTRY_EXPORTER = "registry-exporter"  # json_exporter reading each team registry's production versions
+KSM_SERVING = "kube-state-metrics-serving"  # kube-state-metrics' custom resource state for InferenceServices
 
 # Component -> (pinned version, upstream source root at that version).
 SOURCES = {
@@ -46,6 +49,12 @@ SOURCES = {
     ARGO: ("v3.7.3 (Kubeflow Pipelines 2.16.0)", "argoproj/argo-workflows@v3.7.3:util/telemetry/metrics_list.go"),
     KFP: ("2.16.0 (Kubeflow Platform 26.03)", "kubeflow/pipelines@2.16.0:backend/src/apiserver/resource/"
                                               "resource_manager.go"),
+    KSERVE_RUNTIME: ("0.16.0 (Kubeflow Platform 26.03)", "kserve/kserve@v0.16.0:python/kserve/kserve/metrics.py"),
+    # The series name and labels are ours: the exporter's config (infra/platform/models/observability.py) over the
+    # registry's ModelVersion list (kubeflow/model-registry@v0.3.7:api/openapi/model-registry.yaml).
+    REGISTRY_EXPORTER: ("json_exporter v0.7.0", "prometheus-community/json_exporter@v0.7.0:exporter/util.go"),
+    KSM_SERVING: ("v2.20.0 (kube-prometheus-stack 88.5.3)",
+                  "kubernetes/kube-state-metrics@v2.20.0:docs/metrics/extend/customresourcestate-metrics.md"),
 }
 
 
@@ -144,6 +153,21 @@ PIPELINE_CATALOG: tuple[Metric, ...] = (
     _m("kube_pod_created", KSM, "gauge", "namespace pod uid"),
     _m("kube_pod_start_time", KSM, "gauge", "namespace pod uid"),
     _m("kube_pod_completion_time", KSM, "gauge", "namespace pod uid"),
+)
+
+
+# What serving's rules read (infra/platform/models/observability.py), known to the offline checks only where the
+# render scrapes the predictors and probes the registries (stacks with `models`). The predictor's series carry the
+# scrape's `namespace` and the pod label serving.kserve.io/inferenceservice (podTargetLabels).
+MODELS_CATALOG: tuple[Metric, ...] = (
+    _m("request_predict_seconds", KSERVE_RUNTIME, "histogram",
+       "model_name namespace pod serving_kserve_io_inferenceservice", "the predict step of one request"),
+    _m("trainyard_registry_production_version_info", REGISTRY_EXPORTER, "gauge",
+       "namespace registered_model_id model_version_id model_version", "1 per version whose stage is production"),
+    _m("kube_inferenceservice_info", KSM_SERVING, "gauge", "namespace inferenceservice registered_model_id "
+       "model_version_id", "1 per InferenceService, with its registry labels"),
+    _m("kube_inferenceservice_status_condition", KSM_SERVING, "gauge", "namespace inferenceservice type",
+       "1 True, 0 False or Unknown"),
 )
 
 

@@ -128,6 +128,9 @@ AWS_CLI_IMAGE = "docker.io/amazon/aws-cli:2.35.10"
 # The front door's web binder (infra/platform/web/binder.py) runs a standard-library Python program: the image the
 # vendored Kubeflow Pipelines 2.16 profile controller runs its Python hook on (pipelines-profile-controller).
 WEB_BINDER_IMAGE = "docker.io/alpine/k8s:1.32.3"
+# Each team registry's production versions as Prometheus series (infra/platform/models/observability.py): the
+# Prometheus community's JSON exporter (prometheus-community/json_exporter v0.7.0, its release image).
+REGISTRY_EXPORTER_IMAGE = "quay.io/prometheuscommunity/json-exporter:v0.7.0"
 # NVIDIA GPU Operator v26.7.0 (2026-08-20): driver, toolkit, device plugin v0.20.0, MIG manager, DCGM exporter.
 GPU_OPERATOR_CHART = Chart("gpu-operator", "https://helm.ngc.nvidia.com/nvidia", "v26.7.0")
 # Its values' driver.version: the driver the operator installs (a precompiled driver: its branch, "595").
