@@ -197,7 +197,7 @@ MODEL_REGISTRY = Component(
 KSERVE = Component(
     "kserve", "models.serving", (_kubeflow("applications/kserve/kserve"),),
     crds=(Crds("serving.kserve.io"), Crds("inference.networking.x-k8s.io")), webhook_ports=(9443,),
-    metrics_ports=(8443,))
+    metrics_ports=(8443,), secrets=("kserve-webhook-server-secret",))  # its webhook's certificate (cert-manager's)
 
 COMPONENTS = (KUEUE, TRAINER, VELERO, GPU_OPERATOR, FABRIC, MONITORING, TENANCY, STORAGE, ACCESS, ADMISSION,
               *FRONT_DOOR, PIPELINES, MODEL_REGISTRY, KSERVE)

@@ -29,6 +29,10 @@ def _platform(serving: dict[str, Any] | None = None, models: bool = True) -> Pla
     if models:
         raw["models"] = {"registry": {"version": "0.3.7"}, "serving": {"version": "0.16.0"}}
         raw["teams"][TEAM]["serving"] = serving or {"pool": "cpu", "cpu": "2", "memory": "4Gi"}
+    else:  # the repository's stacks declare models: take them away
+        raw.pop("models", None)
+        for team in raw["teams"].values():
+            team.pop("serving", None)
     return validate(raw, STACK)
 
 
@@ -61,7 +65,7 @@ def test_serve_registers_serves_and_gets_a_prediction() -> None:
     versions = [body for (kind, _), body in fake.entities.items() if kind == "model_versions"]
     assert [v["name"] for v in versions] == ["v1"]
     artifact = fake.artifacts[next(k for k, v in fake.entities.items() if v is versions[0])[1]][0]
-    assert artifact["uri"] == "s3://trainyard-lab-vision-datasets/models/trainyard-accept/v1/"  # the team's prefix
+    assert artifact["uri"] == "s3://trainyard-lab-vision-datasets/trainyard-accept/v1/"  # inside the team bucket
     assert fake.leftovers() == []
 
 
@@ -134,6 +138,7 @@ def test_skipped_without_models_or_budget_and_refused_without_room_for_a_switch(
         check.serve(Run(bare, None, "x", TEAM, None))  # type: ignore[arg-type]
     raw = raw_platform(STACK)
     raw["models"] = {"registry": {"version": "0.3.7"}, "serving": {"version": "0.16.0"}}
+    raw["teams"][TEAM].pop("serving", None)  # the stack's own budget for the team, taken away
     no_budget = validate(raw, STACK)
     with pytest.raises(Skipped, match="no serving budget"):
         check.rollback(Run(no_budget, None, "x", TEAM, None))  # type: ignore[arg-type]

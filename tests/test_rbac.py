@@ -114,7 +114,10 @@ def test_analysts_only_read_their_jobs_logs_and_queues() -> None:
 
 def test_ci_only_submits_and_follows_trainjobs() -> None:
     rights = _rights(_persona_rules(capture_of("onprem-lab"), "ci", "vision"))
-    assert set(rights) <= {("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "trainjobs/status")}
+    serving = {("serving.kserve.io", "inferenceservices"), ("serving.kserve.io", "inferenceservices/status")}
+    assert platform_of("onprem-lab").models is not None  # CI also serves: InferenceServices (tests/test_serving.py)
+    assert set(rights) <= {("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "trainjobs/status"),
+                           *serving}
     assert "create" in rights[("trainer.kubeflow.org", "trainjobs")]
     assert not rights[("trainer.kubeflow.org", "trainjobs")] & {"delete", "update", "patch", "deletecollection"}
 

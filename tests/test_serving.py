@@ -307,7 +307,7 @@ def test_admit_refuses_other_routes_to_a_download(served: Any) -> None:
     assert any(SERVING + "serve a model with spec.predictor.model" in line for line in _admit(served, isvc))
 
 
-def test_serving_rights_by_persona_in_the_models_namespace_only(served: Any) -> None:
+def test_serving_rights_by_persona_and_inference_services_in_the_models_namespace_only(served: Any) -> None:
     from infra.apiserver.identity import resolve
     platform, capture = served
     authorizer = Authorizer(kube_objects(capture))
@@ -318,12 +318,17 @@ def test_serving_rights_by_persona_in_the_models_namespace_only(served: Any) -> 
 
     for verb in ("create", "update", "patch", "delete", "get", "list", "watch"):
         assert can("ml-engineer:vision", verb, "vision-models") and can("ci:vision", verb, "vision-models")
-        assert can("ci-serviceaccount:vision", verb, "vision-models")
     for verb in ("get", "list", "watch"):
         assert can("analyst:vision", verb, "vision-models")
     for verb in ("create", "update", "patch", "delete"):
         assert not can("analyst:vision", verb, "vision-models")
-    assert not can("ml-engineer:vision", "create", "vision")  # not in the team's other namespaces
-    assert not can("ml-engineer:vision", "create", "nlp-models")  # nor in another team's
+    # Bound in each of the team's namespaces like the personas' roles; the serving policy keeps InferenceServices
+    # to the models namespace.
+    assert can("ml-engineer:vision", "create", "vision")
+    elsewhere = _example()
+    elsewhere["metadata"]["namespace"] = "vision"
+    assert _admit(served, elsewhere)[0].startswith("refused InferenceService/vision/train-eval: admission-policy: "
+                                                   f"{SERVING}InferenceServices run in a team's models namespace")
+    assert not can("ml-engineer:vision", "create", "nlp-models")  # never in another team's
     assert _admit(served, _example(), as_="analyst:vision")[0].startswith(
         "refused InferenceService/vision-models/train-eval: rbac:")

@@ -23,7 +23,7 @@ from infra.platform.models import observability as serving
 from infra.platform.observability import chart_values
 from infra.spec import Platform, validate
 from infra.spec.metrics import MODELS_CATALOG, series_names
-from tests.conftest import ROOT, capture_of, kube_objects, raw_platform, run_raw
+from tests.conftest import ROOT, kube_objects, raw_platform, run_raw
 from tests.promql import Series, evaluate, series
 from tests.test_observability import OPERATIONS, _chart, missing_keys, runbook_sections
 
@@ -42,6 +42,15 @@ def _raw() -> dict[str, Any]:
 @functools.cache
 def _platform() -> Platform:
     return validate(_raw(), STACK)
+
+
+def _without_models() -> dict[str, Any]:
+    """The stack without `models` (every repository stack declares them)."""
+    raw = raw_platform(STACK)
+    del raw["models"]
+    for team in raw["teams"].values():
+        team.pop("serving", None)
+    return raw
 
 
 @functools.cache
@@ -132,7 +141,7 @@ def test_kube_state_metrics_exports_inference_services_only_with_models() -> Non
     info = resource["metrics"][0]["each"]["info"]["labelsFromPath"]
     assert info["model_version_id"] == ["metadata", "labels", "modelregistry.kubeflow.org/model-version-id"]
     assert values["rbac"]["extraRules"][0]["resources"] == ["inferenceservices"]
-    assert "customResourceState" not in chart_values(validate(raw_platform(STACK), STACK))["kube-state-metrics"]
+    assert "customResourceState" not in chart_values(validate(_without_models(), STACK))["kube-state-metrics"]
 
 
 # --- the rules ----------------------------------------------------------------------------------------------------
@@ -247,7 +256,7 @@ def test_every_serving_alert_has_its_runbook_section_and_the_thresholds() -> Non
 
 
 def test_nothing_of_it_on_a_stack_without_models() -> None:
-    capture = capture_of(STACK)
+    capture = run_raw(STACK, _without_models())
     assert not [o for o in kube_objects(capture, "PodMonitor") if o["metadata"]["name"] == "kserve-predictors"]
     assert kube_objects(capture, "Probe") == []
     assert not [o for o in kube_objects(capture, "PrometheusRule", own=True) for g in o["spec"]["groups"]

@@ -96,8 +96,9 @@ PERSONA_ROLES: dict[str, tuple[str, list[dict[str, Any]]]] = {
     ]),
 }
 ROLE_OF = {persona: name for name, (persona, _) in PERSONA_ROLES.items()}
-# With `models`, bound in each team's models namespace only (where trainyard-serving admits InferenceServices):
-# engineers and CI serve and roll back (a change of storageUri), analysts follow what serves.
+# With `models`, bound in every team namespace like the personas' roles (one right per persona in all of a team's
+# namespaces); trainyard-serving admits InferenceServices in the models namespace only: engineers and CI serve and
+# roll back there (a change of storageUri), analysts follow what serves.
 SERVING_EDIT, SERVING_VIEW = "trainyard-serving-edit", "trainyard-serving-view"
 SERVING_ROLES: dict[str, list[dict[str, Any]]] = {
     SERVING_EDIT: [rule(KSERVE, ["inferenceservices"], EDIT), rule(KSERVE, ["inferenceservices/status"], ["get"])],
@@ -165,12 +166,9 @@ class Access(pulumi.ComponentResource):
                         (f"{ROLE_OF[ML_ENGINEER]}-kueue", ML_ENGINEER, KUEUE_BATCH_USER, engineers),
                         (ROLE_OF[ANALYST], ANALYST, ROLE_OF[ANALYST], analysts),
                         (ROLE_OF[CI], CI, ROLE_OF[CI], [account, *groups(self._platform, spec.ci)])]
-            if self._platform.models is not None and ns == self._platform.models.team(team.name).namespace:
+            if self._platform.models is not None:
                 bindings += [(SERVING_EDIT, ML_ENGINEER, SERVING_EDIT, engineers),
-                             # the CI accounts of all the team's namespaces: a team's pipeline deploys from its own
-                             (f"{SERVING_EDIT}-ci", CI, SERVING_EDIT,
-                              [*({"kind": "ServiceAccount", "name": CI_SERVICE_ACCOUNT, "namespace": n}
-                                 for n in team.namespaces), *groups(self._platform, spec.ci)]),
+                             (f"{SERVING_EDIT}-ci", CI, SERVING_EDIT, [account, *groups(self._platform, spec.ci)]),
                              (SERVING_VIEW, ANALYST, SERVING_VIEW, analysts)]
             for binding, persona, role, subjects in bindings:
                 if subjects:
