@@ -142,7 +142,7 @@ def test_the_chart_renders_without_hooks_and_selects_every_monitor() -> None:
     sidecar = _chart("kube-prometheus-stack").merge_values({})["grafana"]["sidecar"]["dashboards"]
     boards = [o for o in kube_objects(capture_of("onprem-lab"), "ConfigMap") if o["metadata"]["name"].startswith(
         "trainyard-dashboard-")]
-    assert len(boards) == 5  # GPUs, queues, platform, GPU usage per team, Pipelines (every stack runs them)
+    assert len(boards) == 6  # GPUs, queues, platform, GPU usage per team, Pipelines, Serving (every stack runs them)
     assert all(o["metadata"]["labels"][sidecar["label"]] == sidecar["labelValue"] for o in boards)
 
 

@@ -35,6 +35,7 @@ STACK = "onprem-lab"
 KFP_OVERLAY = "applications/pipeline/upstream/env/cert-manager/platform-agnostic-multi-user"
 ALERTS = {"PipelineRunsFailed", "PipelineStepPendingTooLong", "PipelineRunTooLong", "PipelineAPIServerDown",
           "PipelineWorkflowControllerDown"}
+PREDICTORS_MONITOR = "kserve-predictors"  # infra/platform/models/observability.py
 
 
 def _declared() -> engine.Capture:
@@ -79,7 +80,8 @@ def _board(capture: engine.Capture) -> dict[str, Any]:
 # --- scraping ---------------------------------------------------------------------------------------------------
 
 def test_each_podmonitor_selects_one_vendored_deployment_on_a_port_it_declares(declared: engine.Capture) -> None:
-    monitors = kube_objects(declared, "PodMonitor")
+    # Pipelines' own (the stack's models add KServe's predictors' monitor: tests/test_serving_observability.py)
+    monitors = [m for m in kube_objects(declared, "PodMonitor") if m["metadata"]["name"] != PREDICTORS_MONITOR]
     assert sorted(m["metadata"]["name"] for m in monitors) == ["ml-pipeline", "workflow-controller"]
     deployments = [o for o in _vendored() if o["kind"] == "Deployment"]
     for monitor in monitors:
@@ -223,7 +225,7 @@ def test_nothing_of_it_on_a_stack_without_pipelines() -> None:
     raw = raw_platform(STACK)
     del raw["pipelines"]
     capture = run_raw(STACK, raw)
-    assert kube_objects(capture, "PodMonitor") == []
+    assert [m for m in kube_objects(capture, "PodMonitor") if m["metadata"]["name"] != PREDICTORS_MONITOR] == []
     assert not [o for o in kube_objects(capture) if o["metadata"].get("namespace") == "kubeflow"
                 and o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == pipelines.SCRAPE_POLICY]
     assert _rules(capture) == []

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.components import GATEWAY_PEER
+from infra.components import GATEWAY_PEER, MONITORING
 from infra.kit.manifests import ManifestLoader
 from infra.platform.tenancy import PROFILE_OWNER
 from infra.spec import SpecError, validate
@@ -21,6 +21,11 @@ from tests.conftest import CRDS, STACKS, capture_of, kube_objects, platform_of, 
 PSA = "pod-security.kubernetes.io"
 TEAM_LABEL = "trainyard.io/team"
 TRAINER_VALUES = CRDS.parent / "upstream-values" / "kubeflow-trainer-2.2.1-values.yaml"
+def _monitoring_pods(peer: dict[str, Any]) -> bool:
+    """Named pods of the platform's monitoring namespace (Prometheus scraping the predictors, the registry
+    exporter reading a team's registry), never a whole namespace."""
+    return bool(peer.get("podSelector", {}).get("matchLabels")) and peer.get("namespaceSelector") == {
+        "matchLabels": {"kubernetes.io/metadata.name": MONITORING.namespace}}
 
 
 def _manifests(tmp_path: Path, stack: str) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -82,8 +87,9 @@ def test_every_team_namespace_has_quota_limits_default_deny_and_psa(stack: str, 
 @pytest.mark.parametrize("stack", STACKS)
 def test_no_policy_opens_a_namespace_to_another_team(stack: str) -> None:
     """Ingress only from the team's own namespaces; egress to other namespaces only DNS and the Trainer. In a models
-    namespace also the front door's gateway pods (to the registry) and pods of the namespace itself (the registry's
-    server to its database): neither is another team's."""
+    namespace also the front door's gateway pods (to the registry), pods of the namespace itself (the registry's
+    server to its database) and named monitoring pods (the predictors' metrics, the registry exporter): none is another
+    team's."""
     spec = platform_of(stack).spec
     team_of = {ns: team for team, ns in _team_namespaces(stack)}
     models = platform_of(stack).models
@@ -94,7 +100,8 @@ def test_no_policy_opens_a_namespace_to_another_team(stack: str) -> None:
             continue
         for rule in policy["spec"].get("ingress", []):
             for peer in rule.get("from", []):
-                if ns in registries and (peer == GATEWAY_PEER or set(peer) == {"podSelector"}):
+                platform_peer = peer == GATEWAY_PEER or set(peer) == {"podSelector"} or _monitoring_pods(peer)
+                if ns in registries and platform_peer:
                     continue
                 assert peer == {"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_of[ns]}}}, (ns, peer)
         for rule in policy["spec"].get("egress", []):
