@@ -4,9 +4,7 @@ registries: tests/test_model_registry.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,48 +12,25 @@ from infra.commands import main
 from infra.spec import SpecError, validate
 from infra.spec.input.keys import PLATFORM_KEY
 from tests.conftest import raw_platform, write_stack
-
-Edit = Callable[[dict[str, Any]], None]
-
-
-def _set(path: str, value: Any) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        node = raw
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return edit
-
-
-def _drop(*keys: str) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        for key in keys:
-            *parents, last = key.split(".")
-            node = raw
-            for part in parents:
-                node = node[part]
-            node.pop(last)
-    return edit
-
+from tests.edits import Edit, drop_at, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
-    ("models without a front door", "local", _drop("frontDoor", "pipelines"),
-     _drop("frontDoor", "pipelines", "models", "teams.demo.serving"), "models", ("frontDoor",)),
-    ("serving without models", "local", _drop("models"), _drop("models", "teams.demo.serving"),
+    ("models without a front door", "local", drop_at("frontDoor", "pipelines"),
+     drop_at("frontDoor", "pipelines", "models", "teams.demo.serving"), "models", ("frontDoor",)),
+    ("serving without models", "local", drop_at("models"), drop_at("models", "teams.demo.serving"),
      "teams.demo.serving", ("models",)),
-    ("an unknown pool", "local", _set("teams.demo.serving.pool", "tpu"), _set("teams.demo.serving.pool", "gpu"),
+    ("an unknown pool", "local", set_at("teams.demo.serving.pool", "tpu"), set_at("teams.demo.serving.pool", "gpu"),
      "teams.demo.serving.pool", ("tpu", "cpu, gpu")),
-    ("gpus on a CPU pool", "local", _set("teams.demo.serving.gpus", 1),
+    ("gpus on a CPU pool", "local", set_at("teams.demo.serving.gpus", 1),
      lambda raw: raw["teams"]["demo"]["serving"].update(pool="gpu", gpus=1), "teams.demo.serving.gpus",
      ("no GPUs",)),
-    ("a registry version not vendored", "aws-prod", _set("models.registry.version", "0.3.8"),
-     _set("models.registry.version", "0.3.7"), "models.registry.version", ("0.3.8", "0.3.7", "vendored")),
-    ("a serving version not vendored", "aws-prod", _set("models.serving.version", "0.17.0"),
-     _set("models.serving.version", "0.16.0"), "models.serving.version", ("0.16.0",)),
-    ("the database on a Delete class", "aws-prod", _set("models.registry.database.storageClass", "block"),
-     _set("models.registry.database.storageClass", "checkpoints"), "models.registry.database.storageClass",
+    ("a registry version not vendored", "aws-prod", set_at("models.registry.version", "0.3.8"),
+     set_at("models.registry.version", "0.3.7"), "models.registry.version", ("0.3.8", "0.3.7", "vendored")),
+    ("a serving version not vendored", "aws-prod", set_at("models.serving.version", "0.17.0"),
+     set_at("models.serving.version", "0.16.0"), "models.serving.version", ("0.16.0",)),
+    ("the database on a Delete class", "aws-prod", set_at("models.registry.database.storageClass", "block"),
+     set_at("models.registry.database.storageClass", "checkpoints"), "models.registry.database.storageClass",
      ("Delete", "Retain")),
 ]
 

@@ -4,7 +4,6 @@ stack."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,50 +15,34 @@ from infra.spec import SpecError, validate
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY, PLATFORM_KEY
 from infra.spec.pipelines.model import VENDORED_VERSIONS
 from tests.conftest import platform_of, raw_platform, write_config
-
-Edit = Callable[[dict[str, Any]], None]
-
-
-def _set(path: str, value: Any) -> Edit:
-    def edit(raw: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        node = raw
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return edit
-
-
-def _drop(key: str) -> Edit:
-    return lambda raw: raw.pop(key)
-
+from tests.edits import Edit, drop_at, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
-    ("unvendored version", "aws-prod", _set("pipelines.version", "2.17.0"), _set("pipelines.version", "2.16.0"),
+    ("unvendored version", "aws-prod", set_at("pipelines.version", "2.17.0"), set_at("pipelines.version", "2.16.0"),
      "pipelines.version", ("2.17.0", "2.16.0", "vendored")),
-    ("an older version", "aws-prod", _set("pipelines.version", "2.15.0"), _set("pipelines.version", "2.16.0"),
+    ("an older version", "aws-prod", set_at("pipelines.version", "2.15.0"), set_at("pipelines.version", "2.16.0"),
      "pipelines.version", ("2.16.0",)),
-    ("no front door", "onprem-lab", _drop("frontDoor"), _drop("pipelines"), "pipelines", ("frontDoor",)),
-    ("database on scratch", "onprem-lab", _set("pipelines.database.storageClass", "scratch"),
-     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
+    ("no front door", "onprem-lab", drop_at("frontDoor"), drop_at("pipelines"), "pipelines", ("frontDoor",)),
+    ("database on scratch", "onprem-lab", set_at("pipelines.database.storageClass", "scratch"),
+     set_at("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
      ("temporary", "checkpoints")),
-    ("database on a Delete class", "aws-prod", _set("pipelines.database.storageClass", "block"),
-     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
+    ("database on a Delete class", "aws-prod", set_at("pipelines.database.storageClass", "block"),
+     set_at("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass",
      ("Delete", "Retain")),
-    ("definitions on a Delete class", "onprem-lab", _set("pipelines.definitions.storageClass", "block"),
-     _set("pipelines.definitions.storageClass", "checkpoints"), "pipelines.definitions.storageClass", ("Retain",)),
-    ("database on a bucket mount", "gcp-prod", _set("pipelines.database.storageClass", "datasets"),
-     _set("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass", ("bucket",)),
-    ("no such class", "local", _set("pipelines.database.storageClass", "fast-ssd"),
-     _set("pipelines.database.storageClass", "datasets"), "pipelines.database.storageClass",
+    ("definitions on a Delete class", "onprem-lab", set_at("pipelines.definitions.storageClass", "block"),
+     set_at("pipelines.definitions.storageClass", "checkpoints"), "pipelines.definitions.storageClass", ("Retain",)),
+    ("database on a bucket mount", "gcp-prod", set_at("pipelines.database.storageClass", "datasets"),
+     set_at("pipelines.database.storageClass", "checkpoints"), "pipelines.database.storageClass", ("bucket",)),
+    ("no such class", "local", set_at("pipelines.database.storageClass", "fast-ssd"),
+     set_at("pipelines.database.storageClass", "datasets"), "pipelines.database.storageClass",
      ("fast-ssd", "checkpoints")),
-    ("size not a quantity", "local", _set("pipelines.database.size", "lots"), _set("pipelines.database.size", "5Gi"),
-     "pipelines.database.size", ()),
-    ("unknown key", "local", _set("pipelines.database.replicas", 3), _set("pipelines.database.size", "1Gi"),
+    ("size not a quantity", "local", set_at("pipelines.database.size", "lots"),
+     set_at("pipelines.database.size", "5Gi"), "pipelines.database.size", ()),
+    ("unknown key", "local", set_at("pipelines.database.replicas", 3), set_at("pipelines.database.size", "1Gi"),
      "pipelines.database.replicas", ()),
-    ("no version", "local", _set("pipelines", {"database": {"size": "5Gi"}}),
-     _set("pipelines", {"version": "2.16.0"}), "pipelines.version", ()),
+    ("no version", "local", set_at("pipelines", {"database": {"size": "5Gi"}}),
+     set_at("pipelines", {"version": "2.16.0"}), "pipelines.version", ()),
 ]
 
 
@@ -98,10 +81,10 @@ def _with(stack: str, edit: Edit) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("nothing_runs")
 @pytest.mark.parametrize(("config", "words"), [
-    ({PLATFORM_KEY: _with("aws-prod", _set("pipelines.version", "9.9.9"))}, ("pipelines.version", "2.16.0")),
-    ({PLATFORM_KEY: _with("onprem-lab", _set("pipelines.database.storageClass", "scratch"))},
+    ({PLATFORM_KEY: _with("aws-prod", set_at("pipelines.version", "9.9.9"))}, ("pipelines.version", "2.16.0")),
+    ({PLATFORM_KEY: _with("onprem-lab", set_at("pipelines.database.storageClass", "scratch"))},
      ("pipelines.database.storageClass", "temporary")),
-    ({PLATFORM_KEY: _with("local", _drop("frontDoor"))}, ("pipelines", "frontDoor")),
+    ({PLATFORM_KEY: _with("local", drop_at("frontDoor"))}, ("pipelines", "frontDoor")),
     # the root password in plaintext, which Pulumi would hand back unencrypted
     ({PLATFORM_KEY: raw_platform("local"), PIPELINES_DB_PASSWORD_KEY: "hunter2-but-long"},
      (PIPELINES_DB_PASSWORD_KEY, "secret")),
