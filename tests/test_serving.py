@@ -226,7 +226,8 @@ def _with_uri(uri: str) -> dict[str, Any]:
 def test_admit_refuses_a_model_from_outside_the_teams_artifacts(served: Any, uri: str) -> None:
     (line,) = _admit(served, _with_uri(uri))
     assert line.startswith(f"refused InferenceService/vision-models/train-eval: admission-policy: {SERVING}"
-                           "a storageUri must be inside the team's own artifacts")
+                           "a storageUri must be inside the team's own artifacts (s3://trainyard-lab-vision-datasets/)")
+    assert "nlp-datasets/)" not in line and "speech-datasets" not in line  # no other team's bucket is named
 
 
 def test_admit_admits_a_claim_of_the_namespace(served: Any) -> None:

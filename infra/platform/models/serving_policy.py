@@ -130,7 +130,6 @@ def served(expression: str) -> str:
 
 def serving_policy(platform: Platform) -> dict[str, Any]:
     facts = serving_facts(platform)
-    where = "; ".join(f"{ns}: {f['prefix'] or 'pvc:// only'}" for ns, f in sorted(facts.items()))
     pools = "; ".join(f"{ns}: pool {f['pool']}" for ns, f in sorted(facts.items()) if f["pool"])
     stated = " && ".join(f"has({M}.resources.requests) && '{r}' in {M}.resources.requests" for r in (CPU, MEMORY))
     isvc = "inferenceservices"
@@ -160,10 +159,16 @@ def serving_policy(platform: Platform) -> dict[str, Any]:
              "message": "serve a model with spec.predictor.model and its storageUri: the framework fields, "
                         "`storage`, STORAGE_URI in a container, transformers, explainers and multi-node workers "
                         "are not offered"},
+            # The message names the requester's own bucket only: another team's bucket names stay its own.
             {"expression": when(isvc, served(_uris_inside())), "reason": "Forbidden",
+             "messageExpression": (
+                 "'a storageUri must be inside the team\\'s own artifacts (' + (variables.team.prefix != '' ? "
+                 "variables.team.prefix : 'none on this stack') + ') or a claim of the namespace "
+                 "(pvc://<claim>/<path>); another team\\'s bucket, model-registry://, hf://, http(s):// and "
+                 "oci:// are refused'"),
              "message": "a storageUri must be inside the team's own artifacts or a claim of the namespace "
-                        f"(pvc://<claim>/<path>): {where}; another team's bucket, model-registry://, hf://, "
-                        "http(s):// and oci:// are refused"},
+                        "(pvc://<claim>/<path>); another team's bucket, model-registry://, hf://, http(s):// and "
+                        "oci:// are refused"},
             {"expression": when(isvc, served(_placed(P) + f" && !has({P}.deploymentStrategy)")), "reason": "Forbidden",
              "messageExpression": (
                  "'the predictor runs on the team\\'s serving pool ' + variables.team.pool + ': its nodeSelector "
