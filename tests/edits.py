@@ -1,9 +1,16 @@
-"""Edits of a stack's platform mapping by dotted path, for the bad-input tables of the spec tests."""
+"""Edits of a stack's platform mapping by dotted path, and the refused-then-accepted check of the spec tests' bad-input
+tables."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import pytest
+
+from infra.spec import SpecError, validate
+from infra.spec.input.load import PLATFORM_KEY
+from tests.conftest import raw_platform
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -29,3 +36,18 @@ def drop_at(*paths: str) -> Edit:
                 node = node[key]
             node.pop(last)
     return edit
+
+
+def refused_then_accepted(stack: str, refused: Edit, accepted: Edit, path: str, words: tuple[str, ...]) -> None:
+    """The stack with `refused` fails validation at `path` (under the platform key) with each of `words` in its
+    message; with its nearest valid neighbour `accepted` instead, it validates."""
+    raw = raw_platform(stack)
+    refused(raw)
+    with pytest.raises(SpecError) as caught:
+        validate(raw, stack)
+    assert caught.value.path == f"{PLATFORM_KEY}.{path}", str(caught.value)
+    for word in words:
+        assert word in caught.value.message, f"{word!r} not in {caught.value.message!r}"
+    raw = raw_platform(stack)
+    accepted(raw)
+    validate(raw, stack)

@@ -4,7 +4,6 @@ limit) are accepted, so the checks cannot simply refuse everything."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +14,11 @@ from infra.commands import main
 from infra.spec import SpecError, load_file, validate
 from infra.spec.input.load import PLATFORM_KEY
 from tests.conftest import platform_of, raw_platform, stack_file, write_stack
+from tests.edits import Edit, set_at
 from tests.test_bad_config import _assert_one_clean_line
 from tests.test_bad_config import _delete as drop
 
-Edit = Callable[[dict[str, Any]], None]
-
-
-def put(path: str, value: Any) -> Edit:
-    """Set a dotted path in the platform mapping ('pools.h100.perNode')."""
-    def edit(raw: dict[str, Any]) -> None:
-        *parents, last = path.split(".")
-        target = raw
-        for key in parents:
-            target = target.setdefault(key, {})
-        target[last] = value
-    return edit
+put = set_at  # a dotted path in the platform mapping ('pools.h100.perNode')
 
 
 def both(*edits: Edit) -> Edit:

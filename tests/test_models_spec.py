@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from infra.commands import main
-from infra.spec import SpecError, validate
 from infra.spec.input.keys import PLATFORM_KEY
 from tests.conftest import raw_platform, write_stack
-from tests.edits import Edit, drop_at, set_at
+from tests.edits import Edit, drop_at, refused_then_accepted, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
@@ -39,16 +38,7 @@ CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
                          ids=[c[0] for c in CASES])
 def test_refused_with_its_path_and_the_neighbour_accepted(stack: str, refused: Edit, accepted: Edit, path: str,
                                                           words: tuple[str, ...]) -> None:
-    raw = raw_platform(stack)
-    refused(raw)
-    with pytest.raises(SpecError) as caught:
-        validate(raw, stack)
-    assert caught.value.path == f"{PLATFORM_KEY}.{path}", str(caught.value)
-    for word in words:
-        assert word in caught.value.message, f"{word!r} not in {caught.value.message!r}"
-    raw = raw_platform(stack)
-    accepted(raw)
-    validate(raw, stack)
+    refused_then_accepted(stack, refused, accepted, path, words)
 
 
 @pytest.mark.usefixtures("nothing_runs")

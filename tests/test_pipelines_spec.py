@@ -11,11 +11,10 @@ import pytest
 
 from infra.commands import main
 from infra.offline import engine
-from infra.spec import SpecError, validate
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY, PLATFORM_KEY
 from infra.spec.pipelines.model import VENDORED_VERSIONS
 from tests.conftest import platform_of, raw_platform, write_config
-from tests.edits import Edit, drop_at, set_at
+from tests.edits import Edit, drop_at, refused_then_accepted, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
@@ -46,25 +45,11 @@ CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
 ]
 
 
-def _refusal(raw: dict[str, Any], stack: str) -> SpecError:
-    with pytest.raises(SpecError) as caught:
-        validate(raw, stack)
-    return caught.value
-
-
 @pytest.mark.parametrize(("stack", "refused", "accepted", "path", "words"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
 def test_refused_with_its_path_and_the_neighbour_accepted(stack: str, refused: Edit, accepted: Edit, path: str,
                                                           words: tuple[str, ...]) -> None:
-    raw = raw_platform(stack)
-    refused(raw)
-    error = _refusal(raw, stack)
-    assert error.path == f"{PLATFORM_KEY}.{path}", str(error)
-    for word in words:
-        assert word in error.message, f"{word!r} not in {error.message!r}"
-    raw = raw_platform(stack)
-    accepted(raw)
-    validate(raw, stack)
+    refused_then_accepted(stack, refused, accepted, path, words)
 
 
 def test_the_vendored_version_is_the_archive_s() -> None:
