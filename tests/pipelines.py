@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import json
 import tarfile
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -17,6 +19,7 @@ from infra.offline.manifestcache import vendored
 from infra.platform.admission_steps import STEP_ACCOUNT
 from infra.spec import Platform
 from infra.spec.versions import KUBEFLOW_MANIFESTS
+from tests.conftest import ROOT
 
 ARGO = "argoproj.io/v1alpha1"
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -24,6 +27,18 @@ ARGO_CRDS = "localized-files/github.com/argoproj/argo-workflows/v3.7.3/manifests
 SCHEDULED_CRD = "applications/pipeline/upstream/base/pipeline/cluster-scoped/scheduled-workflow-crd.yaml"
 ARGO_CONTROLLER = "system:serviceaccount:kubeflow:argo"  # the workflow-controller Deployment's ServiceAccount
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+EXAMPLE = ROOT / "examples" / "pipelines"
+
+
+@functools.cache
+def example_module(file: str) -> ModuleType:
+    """A program of the example pipeline (steps.py, register.py): standard library only, so the test environment
+    imports it."""
+    spec = importlib.util.spec_from_file_location(f"pipeline_{file.removesuffix('.py')}", EXAMPLE / file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @functools.cache

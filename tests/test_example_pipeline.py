@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
-import importlib.util
 import json
 import re
 import subprocess
@@ -34,6 +33,7 @@ from infra.apiserver.admit import answer
 from infra.apiserver.schema import CrdIndex, check_custom
 from infra.spec import runtimes as rt
 from tests.conftest import ALL_STACKS, ROOT, capture_of, kube_objects, platform_of
+from tests.pipelines import example_module
 from tests.test_runtimes import restricted_problems
 
 HERE = ROOT / "examples" / "pipelines"
@@ -60,14 +60,8 @@ def compile_source(source_dir: Path, out: Path) -> str:
     return out.read_text(encoding="utf-8")
 
 
-@cache
 def steps() -> ModuleType:
-    """steps.py, the program every step runs: standard library only, so the test environment imports it."""
-    spec = importlib.util.spec_from_file_location("pipeline_steps", HERE / "steps.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return example_module("steps.py")
 
 
 @cache

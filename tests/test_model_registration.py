@@ -13,7 +13,6 @@ the team's own Model Registry, with its lineage.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import subprocess
@@ -32,6 +31,7 @@ import yaml
 
 from infra.spec.models.model import ModelsFacts, ModelsSpec, derive_models
 from tests.conftest import ALL_STACKS, ROOT, platform_of
+from tests.pipelines import example_module
 
 HERE = ROOT / "examples" / "pipelines"
 COMPILED = HERE / "train_pipeline.yaml"
@@ -176,14 +176,8 @@ def registry() -> Iterator[tuple[FakeRegistry, str]]:
     server.server_close()
 
 
-@cache
 def register_module() -> ModuleType:
-    """register.py: standard library only, so the test environment imports it."""
-    spec = importlib.util.spec_from_file_location("pipeline_register", HERE / "register.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return example_module("register.py")
 
 
 @cache
