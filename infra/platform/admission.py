@@ -27,6 +27,7 @@ spec, so a change to teams or registries is a reviewed change to these objects.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -206,11 +207,22 @@ def pod_security_policy() -> dict[str, Any]:
 
 
 def _image_ok(var: str) -> str:
+    """The image, qualified as the container runtime resolves it, matches the allowed prefixes' pattern: one
+    regular expression per container (a prefix loop qualified the image again for each prefix and each end)."""
     image = f"{var}.image"
     qualified = (f"({image}.matches('^([^/]*[.:][^/]*|localhost)/') ? {image} : ({image}.contains('/') ? "
                  f"'{DEFAULT_REGISTRY}/' + {image} : '{DEFAULT_REGISTRY}/library/' + {image}))")
-    under = " || ".join(f"{qualified}.startsWith(p + '{end}')" for end in REPOSITORY_ENDS)
-    return f"(!has({image}) || variables.registries.exists(p, {under}))"
+    return f"(!has({image}) || {qualified}.matches(variables.allowedImages))"
+
+
+def registry_pattern(prefixes: Sequence[str]) -> str:
+    """A regular expression (RE2 and Python alike) for a qualified image under one of `prefixes`, followed by one
+    of REPOSITORY_ENDS: infra.spec.policy.allowed as the API server evaluates it. Every character but a letter or a
+    digit is escaped, so a prefix's dot matches only a dot."""
+    if not prefixes:
+        raise ValueError("no allowed registry: the stack's runtimes give at least their own")
+    alternatives = "|".join(re.sub(r"([^A-Za-z0-9])", r"\\\1", prefix) for prefix in prefixes)
+    return f"^(?:{alternatives})[{''.join(REPOSITORY_ENDS)}]"
 
 
 def image_pinned_cel(image: str) -> str:
@@ -237,7 +249,7 @@ def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": resource_rules(list(WORKLOADS))},
-        "variables": [{"name": "registries", "expression": lit(prefixes)}],
+        "variables": [{"name": "allowedImages", "expression": lit(registry_pattern(prefixes))}],
         "validations": [
             *_per_workload(every_container(_image_ok("c")), _image_ok("t"),
                            f"images must come from an allowed registry: {', '.join(prefixes)}"),
