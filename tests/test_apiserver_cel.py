@@ -203,3 +203,23 @@ def test_celpys_evaluator_answers_alike_with_its_result_union_replaced(expressio
     replaced = answer()
     monkeypatch.setattr(evaluation, "Result", celpy.Result)
     assert evaluation.Result is not object and replaced == answer()
+
+
+@pytest.mark.parametrize("expression", [
+    "object.spec.items.size()", "request.namespace", "variables.count + 1", "has(object.spec.x)",
+    "int(object.spec.items.size())", "[1].exists(x, x == object.spec.items.size())", "object.spec.items.map(x, x)[0]",
+])
+def test_an_expression_that_reads_the_activation_is_computed_for_each(expression: str) -> None:
+    """Only an expression that names nothing keeps its first value: each of these answers two activations apart."""
+    program = compiled(expression)
+    answers = [program.run({"object": to_cel({"spec": spec}), "request": to_cel({"namespace": namespace}),
+                            "variables": to_cel({"count": count})})
+               for spec, namespace, count in (({"x": 1, "items": [1]}, "a", 1), ({"items": [2, 2]}, "b", 2))]
+    assert answers[0] != answers[1], expression
+
+
+def test_a_literal_is_computed_once() -> None:
+    program = compiled('["docker.io/a", "nvcr.io/b"]')
+    first = program.run({})
+    assert first == ["docker.io/a", "nvcr.io/b"]
+    assert program.run({"object": to_cel({})}) is first

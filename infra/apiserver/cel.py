@@ -175,6 +175,10 @@ _KNOWN_CALLS = frozenset({*evaluation.base_functions, *FUNCTIONS,
 _UNKNOWN_CALL = re.compile(r"undeclared reference to '(\w+)'|no function '(\w+)'")
 
 
+_NAMING = frozenset({"ident", "ident_arg", "dot_ident", "dot_ident_arg"})  # parse-tree nodes that read a name
+_UNSET = object()
+
+
 class Program:
     """One compiled expression; `run(activation)` returns the CEL value or raises `EvalError`."""
 
@@ -189,8 +193,18 @@ class Program:
         unknown = sorted(_calls(tree) - _KNOWN_CALLS)
         if unknown:
             raise Unevaluable(f"function {unknown[0]}() is not implemented")
+        # An expression that names nothing (a policy's literal list or map) has one value: computed on its first run.
+        self._constant = not any(node.data in _NAMING for node in tree.iter_subtrees())
+        self._value: Any = _UNSET
 
     def run(self, activation: dict[str, Any]) -> Any:
+        if not self._constant:
+            return self._evaluate(activation)
+        if self._value is _UNSET:
+            self._value = self._evaluate(activation)
+        return self._value
+
+    def _evaluate(self, activation: dict[str, Any]) -> Any:
         try:
             result = self._program.evaluate(activation)
         except celpy.CELEvalError as error:

@@ -108,6 +108,7 @@ def _run(expression: str, activation: dict[str, Any]) -> Any:
 def evaluate(request: Request, cluster: ClusterState) -> PolicyOutcome:
     """Every binding of the cluster's policies that applies to the request."""
     outcome = PolicyOutcome()
+    converted: dict[str, Any] = {}  # the request in CEL values: converted once, for the first policy that applies
     policies = {p.get("metadata", {}).get("name"): p for p in cluster.of_kind("ValidatingAdmissionPolicy")}
     for binding in sorted(cluster.of_kind("ValidatingAdmissionPolicyBinding"),
                           key=lambda b: str(b.get("metadata", {}).get("name"))):
@@ -120,19 +121,22 @@ def evaluate(request: Request, cluster: ClusterState) -> PolicyOutcome:
                 and _matches(spec.get("matchResources", {}), request, cluster, require_rules=False)):
             continue
         try:
-            _apply(str(policy["metadata"]["name"]), policy_spec, spec.get("validationActions", []), request, outcome)
+            if not converted:
+                converted.update(object=to_cel(request.obj), request=to_cel(request.cel()))
+            _apply(str(policy["metadata"]["name"]), policy_spec, spec.get("validationActions", []), converted,
+                   outcome)
         except Unevaluable as error:
             outcome.unchecked.append(Unchecked(f"ValidatingAdmissionPolicy/{policy['metadata']['name']}",
                                                "", str(error)))
     return outcome
 
 
-def _apply(name: str, spec: dict[str, Any], actions: list[str], request: Request, outcome: PolicyOutcome) -> None:
+def _apply(name: str, spec: dict[str, Any], actions: list[str], converted: dict[str, Any],
+           outcome: PolicyOutcome) -> None:
     if spec.get("paramKind"):
         raise Unevaluable("policies with params (paramKind) are not evaluated offline")
     fail_closed = spec.get("failurePolicy", "Fail") == "Fail"
-    activation: dict[str, Any] = {"object": to_cel(request.obj), "oldObject": None, "request": to_cel(request.cel()),
-                                  "params": None}
+    activation: dict[str, Any] = {**converted, "oldObject": None, "params": None}
     for condition in spec.get("matchConditions", []):
         result = _run(condition["expression"], activation)
         if isinstance(result, EvalError):
