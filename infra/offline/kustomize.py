@@ -57,7 +57,7 @@ def source_of(ref: str, inputs: Mapping[str, Any], root: Path = ROOT) -> Source:
     if not directory.startswith(f"{OVERLAYS}/") or not file.is_file():
         raise ManifestCacheError(refused)
     text = file.read_text(encoding="utf-8")
-    document = yaml.safe_load(text) or {}
+    document = yaml.load(text, Loader=ManifestLoader) or {}
     resources = document.get("resources") or [""]
     digest, _, path = str(resources[0]).removeprefix("../../").partition("/")
     release = next((r for r in VENDORED_MANIFESTS if r.sha256 == digest), None)
