@@ -4,6 +4,7 @@ schema node, defaulted first, transition rules as an unchanged update, unevaluab
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 from typing import Any
 
@@ -13,7 +14,7 @@ from celpy import celtypes, evaluation
 from celpy.evaluation import base_functions
 
 from infra.apiserver import crd_rules
-from infra.apiserver.cel import LOGIC, EvalError, compiled, to_cel
+from infra.apiserver.cel import LOGIC, UPSTREAM_OPERATORS, EvalError, compiled, to_cel
 from infra.apiserver.schema import CrdIndex
 from tests.conftest import CRDS, platform_of
 
@@ -223,3 +224,43 @@ def test_a_literal_is_computed_once() -> None:
     first = program.run({})
     assert first == ["docker.io/a", "nvcr.io/b"]
     assert program.run({"object": to_cel({})}) is first
+
+
+OPERANDS = ["true", "false", "(1 / 0 == 1)", "1", "object.missing"]  # both answers, an error, no bool, no key
+
+
+def _answer(expression: str) -> tuple[str, Any]:
+    try:
+        value = compiled(expression).run({"object": to_cel({})})
+    except EvalError:
+        return "error", None
+    return type(value).__name__, value
+
+
+@pytest.mark.parametrize(("left", "right"), list(itertools.product(OPERANDS, repeat=2)))
+def test_short_circuits_answer_as_celpys_full_evaluation(left: str, right: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`||`, `&&`, `exists` and `all` stop once decided: every pair of operand kinds answers as celpy's own
+    evaluation of both operands and of every item."""
+    expressions = [f"{left} || {right}", f"{left} && {right}", f"{left} || {right} || {left}",
+                   f"[0, 1].exists(i, i == 0 ? {left} : {right})", f"[0, 1].all(i, i == 0 ? {left} : {right})"]
+    ours = [_answer(e) for e in expressions]
+    for name, method in UPSTREAM_OPERATORS.items():
+        monkeypatch.setattr(evaluation.Evaluator, name, method)
+    monkeypatch.setattr(evaluation, "reduce", functools.reduce)
+    assert ours == [_answer(e) for e in expressions]
+
+
+def test_what_follows_a_decided_operand_or_item_is_not_evaluated() -> None:
+    calls: list[int] = []
+
+    def tick() -> celtypes.BoolType:
+        calls.append(1)
+        return celtypes.BoolType(True)
+    environment = celpy.Environment()
+    for expression, evaluated in [("true || tick()", 0), ("false && tick()", 0), ("false || tick()", 1),
+                                  ("[1, 2, 3].exists(x, tick())", 1), ("[1, 2, 3].all(x, x > 1 && tick())", 0),
+                                  ("[1, 2, 3].all(x, tick())", 3)]:
+        calls.clear()
+        environment.program(environment.compile(expression), functions={"tick": tick}).evaluate({})
+        assert len(calls) == evaluated, expression

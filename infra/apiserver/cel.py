@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -113,6 +113,54 @@ LOGIC: dict[str, Callable[..., Any]] = {
 # that are errors, each fold's error rendered the previous one twice, so an `exists` over the 26 registries of a
 # stack with models grew its message past the machine's memory. The short-error versions in their place.
 celtypes.logical_or, celtypes.logical_and = LOGIC["_||_"], LOGIC["_&&_"]  # type: ignore[assignment]
+
+
+# celpy visits both operands of `||` and `&&`, and folds every item of `exists` and `all`, before combining them. A
+# left operand or a running fold that decides the answer (true for `||` and `exists`, false for `&&` and `all`)
+# decides it whatever follows, errors included: celtypes' functions above return it unchanged. So stopping there
+# gives the same value, as cel-go on the API server does, and skips what a guard such as
+# `request.resource.resource != 'pods' || <the rule>` exists to skip (tests/test_apiserver_cel.py compares both).
+DECISIVE = {LOGIC["_||_"]: True, LOGIC["_&&_"]: False}
+UPSTREAM_OPERATORS = {"conditionalor": evaluation.Evaluator.conditionalor,
+                      "conditionaland": evaluation.Evaluator.conditionaland}
+
+
+def _short_circuit(symbol: str) -> Callable[[evaluation.Evaluator, Any], Any]:
+    decisive = DECISIVE[LOGIC[symbol]]
+    upstream = UPSTREAM_OPERATORS["conditionalor" if symbol == "_||_" else "conditionaland"]
+
+    def visit(self: evaluation.Evaluator, tree: Any) -> Any:
+        if len(tree.children) != 2:
+            return upstream(self, tree)
+        left = self.visit(tree.children[0])
+        if isinstance(left, celtypes.BoolType) and bool(left) is decisive:
+            return left
+        right = self.visit(tree.children[1])
+        try:
+            return self.activation.resolve_function(symbol)(left, right)
+        except TypeError as error:  # celpy's own wording of this error
+            value = evaluation.CELEvalError(f"found no matching overload for {symbol} applied to "
+                                            f"'({type(left)}, {type(right)})'", error.__class__, error.args, tree=tree)
+            value.__cause__ = error
+            return value
+    return visit
+
+
+def _fold(function: Callable[[Any, Any], Any], items: Iterable[Any], initial: Any) -> Any:
+    """functools.reduce as celpy's evaluator calls it (always with an initial value), stopping once an `exists` or
+    `all` fold is decided (celpy wraps the operator it folds)."""
+    decisive = DECISIVE.get(getattr(function, "__wrapped__", function))
+    value = initial
+    for item in items:  # an item of celpy's lazy map is evaluated when taken
+        value = function(value, item)
+        if decisive is not None and isinstance(value, celtypes.BoolType) and bool(value) is decisive:
+            return value
+    return value
+
+
+evaluation.Evaluator.conditionalor = _short_circuit("_||_")  # type: ignore[method-assign]
+evaluation.Evaluator.conditionaland = _short_circuit("_&&_")  # type: ignore[method-assign]
+evaluation.reduce = _fold  # type: ignore[assignment]
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
