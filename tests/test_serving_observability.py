@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -173,7 +174,7 @@ def test_not_ready_fires_for_a_models_namespace_only() -> None:
     assert _fires("InferenceServiceNotReady", [_condition(0, "vision")]) == []
 
 
-def _restarts(counts: list[float], container: str = "kserve-container", namespace: str = "vision-models",
+def _restarts(counts: Sequence[float], container: str = "kserve-container", namespace: str = "vision-models",
               init: bool = False) -> Series:
     """kube-state-metrics' restart counter of one predictor pod's container, a sample a minute."""
     name = f"kube_pod_{'init_' if init else ''}container_status_restarts_total"
