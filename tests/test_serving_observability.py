@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -28,8 +29,8 @@ from tests.promql import Series, evaluate, series
 from tests.test_observability import OPERATIONS, _chart, missing_keys, runbook_sections
 
 STACK = "onprem-lab"
-ALERTS = {"InferenceServiceNotReady", "InferenceServiceLatencyHigh", "ModelVersionMismatch",
-          "ModelRegistryUnreachable"}
+ALERTS = {"InferenceServiceNotReady", "InferenceServicePredictorRestarting", "InferenceServiceLatencyHigh",
+          "ModelVersionMismatch", "ModelRegistryUnreachable"}
 
 
 def _raw() -> dict[str, Any]:
@@ -171,6 +172,30 @@ def test_not_ready_fires_for_a_models_namespace_only() -> None:
                                                                      "inferenceservice": "iris"}]
     assert _fires("InferenceServiceNotReady", [_condition(1)]) == []
     assert _fires("InferenceServiceNotReady", [_condition(0, "vision")]) == []
+
+
+def _restarts(counts: Sequence[float], container: str = "kserve-container", namespace: str = "vision-models",
+              init: bool = False) -> Series:
+    """kube-state-metrics' restart counter of one predictor pod's container, a sample a minute."""
+    name = f"kube_pod_{'init_' if init else ''}container_status_restarts_total"
+    return series(name, {"namespace": namespace, "pod": "iris-predictor-1", "uid": "u1", "container": container,
+                         "job": "kube-state-metrics"}, counts)
+
+
+def test_predictor_restarting_fires_on_a_restart_within_the_window_only() -> None:
+    assert serving.RESTART_WINDOW == "15m"
+    fired = {"namespace": "vision-models", "pod": "iris-predictor-1", "container": "kserve-container"}
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([2, 2, 3])]) == [fired]
+    # The model download failing: the init container's own counter.
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([0, 1], "storage-initializer", init=True)]) == [
+        {**fired, "container": "storage-initializer"}]
+    # Steady counters (restarts long ago), a restart 16 minutes back (outside the window), other containers,
+    # namespaces and an init container's name on the main counter stay silent.
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([3] * 15)]) == []
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([2] + [3] * 15)]) == []
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([2, 3], "istio-proxy")]) == []
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([2, 3], namespace="vision")]) == []
+    assert _fires("InferenceServicePredictorRestarting", [_restarts([0, 1], "storage-initializer")]) == []
 
 
 def _latency(p95_bucket: str) -> list[Series]:

@@ -79,7 +79,8 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
         # each team's registry, in its models namespace, routed and guarded at the front door
         model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door])
         # KServe's webhook certificates come from the front door's cert-manager
-        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None)
+        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None,
+                team_namespaces=tenancy.namespaces)
     return Built(provider, kueue, tenancy.namespaces)
 
 

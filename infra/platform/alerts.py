@@ -74,6 +74,8 @@ DESCRIPTIONS = {
     "PipelineWorkflowControllerDown": "No pipeline step starts or finishes: every team's runs stop where they are.",
     # Serving's (infra/platform/models/observability.py).
     "InferenceServiceNotReady": "Its clients' predictions fail (HTTP 503 or no answer) until a predictor is ready.",
+    "InferenceServicePredictorRestarting": "The requests the model server held failed; with one replica every "
+                                           "request fails until it is back, and a failing download stops a rollout.",
     "InferenceServiceLatencyHigh": "Its clients wait or time out; requests pile up on the predictor.",
     "ModelVersionMismatch": "What answers is not the version the registry says is in production: an unreviewed "
                             "rollback, a promotion never rolled out, or a rollout stuck.",

@@ -157,7 +157,10 @@ class Storage(pulumi.ComponentResource):
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
         if facts.profile == "rook-ceph":
             self._ceph_buckets(facts)
-        self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None))
+        # rook-ceph: the data account of a models namespace lists the bucket keys KServe's storage initializer
+        # reads (infra/platform/models/credentials.py)
+        keys = {t.namespace: t.credentials for t in platform.models.teams if t.credentials} if platform.models else {}
+        self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None), keys)
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})
 
@@ -220,7 +223,7 @@ class Storage(pulumi.ComponentResource):
                         metadata("allow-object-store", team_ns), child_opts(self, ceph, depends_on=[ns_resource]),
                         spec=object_store_egress(rook))
 
-    def _data_accounts(self, cluster: ClusterContract, pull: tuple[str, ...]) -> None:
+    def _data_accounts(self, cluster: ClusterContract, pull: tuple[str, ...], keys: Mapping[str, str]) -> None:
         """The account every training pod of a team namespace runs as (the runtimes name it), carrying the
         cluster's workload identity for the team bucket where there is one, and `pull` Secrets."""
         for namespace, ns_resource in sorted(self.team_namespaces.items()):
@@ -230,5 +233,6 @@ class Storage(pulumi.ComponentResource):
                 meta["annotations"] = dict(identity.annotations)
             # A burst worker's private registries: the kubelet pulls every runtime pod's images with these.
             pulls = {"imagePullSecrets": [{"name": name} for name in pull]} if pull else {}
+            secrets = {"secrets": [{"name": keys[namespace]}]} if namespace in keys else {}
             kube_object(f"sa-{namespace}-{TEAM_DATA_ACCOUNT}", "v1", "ServiceAccount", meta,
-                        child_opts(self, self.provider, depends_on=[ns_resource]), **pulls)
+                        child_opts(self, self.provider, depends_on=[ns_resource]), **pulls, **secrets)

@@ -168,6 +168,8 @@ MODELS_CATALOG: tuple[Metric, ...] = (
        "model_version_id", "1 per InferenceService, with its registry labels"),
     _m("kube_inferenceservice_status_condition", KSM_SERVING, "gauge", "namespace inferenceservice type",
        "1 True, 0 False or Unknown"),
+    _m("kube_pod_container_status_restarts_total", KSM, "counter", "namespace pod uid container"),
+    _m("kube_pod_init_container_status_restarts_total", KSM, "counter", "namespace pod uid container"),
 )
 
 

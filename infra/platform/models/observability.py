@@ -1,9 +1,9 @@
 """Serving observed (issue 31 point 6, docs/observability.md "Serving"): Prometheus scrapes the teams' predictor pods,
 kube-state-metrics exports each InferenceService's registry labels and Ready condition, and a JSON exporter turns
-each team registry's production versions into series; alerts for predictors not ready, slow predictions, a version
-mismatch between the registry's production and what serves, and a registry Prometheus cannot read (runbooks in
-docs/operations.md); a dashboard of predictions, latency, readiness and versions. All of it exists only on a stack
-that declares `models`.
+each team registry's production versions into series; alerts for predictors not ready or restarting (the serving
+errors that can be seen), slow predictions, a version mismatch between the registry's production and what serves,
+and a registry Prometheus cannot read (runbooks in docs/operations.md); a dashboard of predictions, latency,
+readiness and versions. All of it exists only on a stack that declares `models`.
 
 Upstream facts (names in infra/spec/metrics.py MODELS_CATALOG):
 - KServe v0.16.0's Python runtimes (sklearn, xgboost, lightgbm, pmml, ...) serve Prometheus text at `/metrics` on
@@ -11,7 +11,12 @@ Upstream facts (names in infra/spec/metrics.py MODELS_CATALOG):
   `prometheus.kserve.io/port: '8080'`, `prometheus.kserve.io/path: /metrics`, KS:config/runtimes/). The series:
   histograms `request_predict_seconds` (and pre/postprocess, explain) labelled `model_name`
   (KS:python/kserve/kserve/metrics.py). Nothing counts responses by HTTP status: no 5xx ratio can be computed from
-  the predictor's own metrics (the histogram times failed predictions too).
+  the predictor's own metrics (the histogram times failed predictions too; the REST server's TimingMiddleware only
+  logs, KS:python/kserve/kserve/protocol/rest/server.py). What is seen of errors: kube-state-metrics v2.20.0's
+  `kube_pod_container_status_restarts_total` and `kube_pod_init_container_status_restarts_total`
+  (docs/metrics/workload/pod-metrics.md) for the containers `kserve-container` (the model server: its exit loses
+  the requests it held, and with one replica every request fails until it is back) and `storage-initializer`
+  (the model download failing: a rollout that cannot finish, or a rescheduled pod that cannot start).
 - Standard mode runs no queue-proxy: `serving.kserve.io/enable-prometheus-scraping` only writes `prometheus.io/*`
   annotations naming port 9091, queue-proxy's (KS:pkg/webhook/admission/pod/metrics_aggregate_injector.go), and the
   Prometheus operator reads no such annotation: a PodMonitor scrapes port 8080 itself.
@@ -63,6 +68,11 @@ KSM_PREFIX = "kube_inferenceservice"  # kube_inferenceservice_info, kube_inferen
 LATENCY_P95_SECONDS = 1.0
 NOT_READY = "10m"
 MISMATCH = "30m"
+# A restart counted in this window fires: each one lost the requests the model server held, or failed a download.
+RESTART_WINDOW = "15m"
+# The containers KServe names in a predictor pod (KS@v0.16.0:pkg/constants/constants.go
+# InferenceServiceContainerName, StorageInitializerContainerName).
+MODEL_CONTAINER, INITIALIZER_CONTAINER = "kserve-container", "storage-initializer"
 SCRAPE_POLICY = "allow-prometheus-scrape-predictors"
 EXPORTER_POLICY = "allow-registry-exporter"
 
@@ -178,6 +188,16 @@ def team_objects(platform: Platform) -> list[tuple[str, str, str, str, str, dict
     return found
 
 
+def _restarts(ns: str) -> str:
+    """PromQL: predictor pods whose model server or storage initializer restarted within RESTART_WINDOW
+    (kube-state-metrics' restart counters; the init container's has its own metric)."""
+    by = "namespace, pod, container"
+    return " or ".join(
+        f'sum by ({by}) (rate({metric}{{{ns}, container="{container}"}}[{RESTART_WINDOW}])) > 0'
+        for metric, container in (("kube_pod_container_status_restarts_total", MODEL_CONTAINER),
+                                  ("kube_pod_init_container_status_restarts_total", INITIALIZER_CONTAINER)))
+
+
 def serving_rules(platform: Platform) -> list[dict[str, Any]]:
     if not models_declared(platform):
         return []
@@ -192,6 +212,11 @@ def serving_rules(platform: Platform) -> list[dict[str, Any]]:
               " == 0",
               "critical", "InferenceService {{ $labels.inferenceservice }} in {{ $labels.namespace }} is not Ready: "
               "its endpoint answers 503 or nothing", for_=NOT_READY),
+        # The serving-errors alert: the predictors count no responses by status (module docstring), so what is seen
+        # of failures is the model server exiting (its requests lost) and the model download failing.
+        alert("InferenceServicePredictorRestarting", _restarts(ns),
+              "warning", "{{ $labels.container }} of predictor pod {{ $labels.pod }} in {{ $labels.namespace }} "
+              f"restarted in the last {RESTART_WINDOW}: requests it held failed"),
         alert("InferenceServiceLatencyHigh",
               f"histogram_quantile(0.95, sum by (le, {by}) (rate(request_predict_seconds_bucket"
               f'{{job="{PREDICTOR_JOB}", {ns}}}[5m]))) > {LATENCY_P95_SECONDS}',

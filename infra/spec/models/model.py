@@ -105,7 +105,9 @@ def check_models(spec: ModelsSpec | None, front_door: bool, budgets: dict[str, S
 class TeamModels:
     """One team's registry and serving: its models namespace, the registry's in-cluster URL and its route at the
     front door, where its models live (its bucket's URI, under which its InferenceServices may read; '' without
-    one), and its serving budget (None: the team registers models but serves none)."""
+    one), its serving budget (None: the team registers models but serves none), and `credentials`: the Secret of
+    the models namespace that gives KServe's storage initializer the bucket's keys, on rook-ceph (named as the
+    bucket's claim, whose keys it copies); '' where the data account's workload identity reads the bucket."""
 
     team: str
     namespace: str
@@ -113,6 +115,7 @@ class TeamModels:
     route: str
     artifacts: str
     serving: ServingBudget | None
+    credentials: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,11 @@ def _artifacts(storage: StorageFacts, team: str) -> str:
     return f"{'gs' if storage.profile == 'gcp' else 's3'}://{bucket.name}/"
 
 
+def _credentials(storage: StorageFacts, team: str) -> str:
+    bucket = next((b for b in storage.buckets if b.team == team), None)
+    return bucket.key if bucket is not None and storage.profile == "rook-ceph" else ""
+
+
 def derive_models(spec: ModelsSpec | None, storage: StorageFacts,
                   budgets: dict[str, ServingBudget | None]) -> ModelsFacts | None:
     """`budgets`: team -> its serving budget (None: none), in the stack's team order."""
@@ -149,6 +157,6 @@ def derive_models(spec: ModelsSpec | None, storage: StorageFacts,
     teams = tuple(
         TeamModels(team, models_namespace(team),
                    f"http://{REGISTRY_SERVICE}.{models_namespace(team)}.svc.cluster.local:{REGISTRY_PORT}",
-                   f"{REGISTRY_ROUTE}/{team}/", _artifacts(storage, team), budget)
+                   f"{REGISTRY_ROUTE}/{team}/", _artifacts(storage, team), budget, _credentials(storage, team))
         for team, budget in budgets.items())
     return ModelsFacts(spec.registry.version, spec.serving.version, database, teams)
