@@ -12,7 +12,7 @@ STACK ?= local
 CRDS ?= ../shared/crds
 
 .PHONY: plan test lint typecheck check install charts render validate benchmark benchmark-plan clean crds \
-	determinism mutation
+	determinism mutation benchmark-checks
 
 # uv goes into .tools by the host's pip when it has one (4 s); else into a virtualenv of its own, whose pip costs 7 s more.
 $(UV):
@@ -75,6 +75,9 @@ benchmark: charts
 
 benchmark-plan: charts  ## seconds of `trainyard plan` per stack, with an empty and a warm render cache
 	$(VENV)/bin/python benchmarks/plan_stacks.py --crds $(CRDS)
+
+benchmark-checks: charts  ## CPU seconds of each plan check per stack (infra/checks/catalogue.py)
+	$(VENV)/bin/python benchmarks/check_costs.py --crds $(CRDS)
 
 clean:
 	rm -rf build .charts .manifests .cache/offline .pytest_cache .mypy_cache .ruff_cache
