@@ -149,9 +149,10 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
           "a Google account only its service account may use, holding the metric writer role only",
           managed_prometheus.check_managed_prometheus),
-    Entry("team-store-egress", "spec", "warning", "A team whose bucket is in the cloud's object store declares "
-          "egress to it (teams.<team>.objectStorage): its namespaces deny all other egress",
-          team_egress.check_team_store_egress),
+    Entry("team-store-egress", "objects", "error", "The rendered NetworkPolicies let each team pod out to what it "
+          "must reach: its team's cloud bucket and the credentials endpoint, its in-pod volume driver's store (GCS "
+          "FUSE), its initializer's hf:// source; an undeclared egress.objectStore refuses, an undeclared "
+          "egress.modelHub warns", team_egress.check_team_store_egress),
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),

@@ -11,6 +11,7 @@ from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import CiSpec, ClusterSpec
+from infra.spec.egress import Egress
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.models.model import ModelsSpec, check_models, models_namespace
 from infra.spec.namespaces import reserved_problem
@@ -95,6 +96,8 @@ class PlatformSpec(Strict):
     ci: CiSpec | None = None
     pipelines: PipelinesSpec | None = None
     models: ModelsSpec | None = None
+    # where team pods go outside the cluster: the object store, the model hub (infra/spec/egress.py)
+    egress: Egress = Field(default_factory=Egress)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:
