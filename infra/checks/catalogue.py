@@ -95,8 +95,9 @@ CHECKS: tuple[Entry[Context], ...] = (
           "request; warns of the queues that do not", capacity.check_runtime_resources_covered),
     Entry("runtime-reachable", "spec", "warning", "Each team's queue lists a pool every runtime may be admitted to "
           "(taints, node selector)", capacity.check_runtime_reachable),
-    Entry("fabric-reaches-pods", "spec", "warning", "A pool's declared fabric reaches its pods: InfiniBand and RoCE "
-          "pools request their RDMA devices (fabricDevice); GKE A3 pools' GPUDirect NICs are provisioned",
+    Entry("fabric-reaches-pods", "spec", "error", "A pool's fabric reaches its pods or the stack declares TCP: "
+          "InfiniBand and RoCE pools request their RDMA devices (fabricDevice); GKE A3 pools, whose GPUDirect NICs "
+          "are not provisioned, declare fabric: none",
           fabric.check_fabric_reaches_pods),
     Entry("ci-runner-reaches-endpoint", "spec", "error", "A cloud stack's workflows run on a self-hosted runner "
           "(ci.runner) inside the networks its API endpoint admits", ci.check_ci_runner),
