@@ -59,7 +59,8 @@ def test_the_gcs_fuse_sidecar_needs_the_store_too() -> None:
     found = egress_findings(platform_of("gcp-prod"), objs)
     assert {f.subject for f in found} == {"Namespace nlp"}
     assert all("GCS FUSE sidecar" in f.message and "in the gcp object store" in f.message for f in found)
-    assert any("169.254.169.254/32 port 80" in f.message for f in found)
+    targets = sorted(f.message.split(" must reach ")[1].split(" (")[0] for f in found)
+    assert targets == ["169.254.169.252/32 port 988", "169.254.169.254/32 port 80", "199.36.153.8/30 port 443"]
 
 
 def test_an_initializer_needs_the_model_hub() -> None:

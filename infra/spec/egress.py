@@ -16,8 +16,6 @@ store's destinations, not typed in the stack.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pydantic import Field
 
 from infra.spec.base import Strict
@@ -32,21 +30,13 @@ HF_SCHEME = "hf://"
 IN_POD_DRIVERS = {"gcsfuse.csi.storage.gke.io": "the GCS FUSE sidecar of its volume"}
 
 
-@dataclass(frozen=True)
-class Credentials:
-    """Where a pod fetches its workload identity's credentials on a cloud."""
-
-    cidr: str
-    port: int
-    what: str
-
-
 # EKS: the Pod Identity agent's link-local address (the team data accounts are Pod Identity associations);
-# GKE: the GKE metadata server, which serves Workload Identity tokens. AKS pods exchange their token with Entra
-# ID over 443, whose ranges the stack declares under egress.objectStore.
-CREDENTIALS: dict[str, Credentials] = {
-    "eks": Credentials("169.254.170.23/32", 80, "the EKS Pod Identity agent"),
-    "gke": Credentials("169.254.169.254/32", 80, "the GKE metadata server (Workload Identity tokens)"),
+# GKE: the GKE metadata server, which serves Workload Identity tokens at 169.254.169.254:80, and where GKE's
+# network policy guidance has it answer after the node's DNAT (169.254.169.252:988). AKS pods exchange their token
+# with Entra ID over 443, whose ranges the stack declares under egress.objectStore.
+CREDENTIALS: dict[str, tuple[tuple[str, int], ...]] = {  # cluster kind -> (range, TCP port)
+    "eks": (("169.254.170.23/32", 80),),
+    "gke": (("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
 }
 
 
@@ -66,5 +56,5 @@ def store_destinations(egress: Egress, team_destinations: tuple[Destination, ...
     cloud store the cloud's credentials endpoint (only once something is declared: without a store nothing is
     reached, and the check names the field)."""
     declared = [*egress.object_store, *(d for d in team_destinations if d not in egress.object_store)]
-    credentials = CREDENTIALS.get(kind) if cloud_store and declared else None
-    return (*declared, *([Destination(cidr=credentials.cidr, ports=[credentials.port])] if credentials else []))
+    credentials = CREDENTIALS.get(kind, ()) if cloud_store and declared else ()
+    return (*declared, *(Destination(cidr=cidr, ports=[port]) for cidr, port in credentials))
