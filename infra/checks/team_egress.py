@@ -137,8 +137,9 @@ def reaches(platform: Platform, objs: list[dict[str, Any]]) -> tuple[list[Reach]
         runtimes = sorted({runtime for runtime, _, _, _ in hub_pods})
         missing.append(Finding(CHECK, "egress.modelHub", f"runtimes {', '.join(runtimes)} download their model or "
                                f"dataset from {HF_SCHEME} in their initializers, which team namespaces let out "
-                               "nowhere: declare the Hugging Face Hub's address ranges or the site's mirror under "
-                               "egress.modelHub (docs/prerequisites.md, team egress)", "warning"))
+                               "nowhere: declare the Hugging Face Hub's address ranges under egress.modelHub (it "
+                               "publishes none: the cloud stacks let the initializer pods out on 443 anywhere, "
+                               "docs/prerequisites.md, team egress)", "warning"))
     found += [Reach(ns, labels, f"runtime {runtime}'s {job} pods", d, f"its initializer downloads {source}")
               for ns in namespaces for runtime, job, labels, source in hub_pods for d in spec.egress.model_hub]
     return found, missing
