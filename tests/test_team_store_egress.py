@@ -11,7 +11,7 @@ import pytest
 
 from infra.checks.team_egress import egress_findings, opens, reaches, selects
 from infra.spec import Finding, validate
-from infra.spec.egress import INITIALIZER_JOBS, REPLICATED_JOB_LABEL
+from infra.spec.teams import INITIALIZER_JOBS, REPLICATED_JOB_LABEL
 from tests.conftest import capture_of, kube_objects, platform_of, raw_platform
 
 CLOUD_STACKS = ("aws-prod", "gcp-prod", "azure-prod")

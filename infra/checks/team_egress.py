@@ -1,6 +1,6 @@
 """Team pods reach what they must, judged from the rendered NetworkPolicies: a team namespace denies all egress but
 what its policies allow, so each destination a pod must reach needs a policy that selects the pod and opens the
-destination's range and port. What a pod must reach follows from what it is (infra/spec/egress.py):
+destination's range and port. What a pod must reach follows from what it is (infra/spec/teams.py):
 - every pod of a team whose bucket is in the cloud's object store: the store, and the cloud's credentials endpoint;
 - every pod mounting a volume whose driver runs inside the pod (GKE's GCS FUSE sidecar): the same;
 - a runtime's initializer pod whose source is `hf://`: the model hub (`egress.modelHub`).
@@ -17,9 +17,8 @@ from typing import Any
 
 from infra.checks.context import Context
 from infra.spec import Finding, Platform
-from infra.spec.clouds import CLOUD_STORAGE
-from infra.spec.egress import HF_SCHEME, IN_POD_DRIVERS, REPLICATED_JOB_LABEL, store_destinations
-from infra.spec.teams import Destination
+from infra.spec.clouds import CLOUD_STORAGE, pod_credentials
+from infra.spec.teams import HF_SCHEME, IN_POD_DRIVERS, REPLICATED_JOB_LABEL, Destination, store_destinations
 
 CHECK = "storage"
 
@@ -120,8 +119,8 @@ def reaches(platform: Platform, objs: list[dict[str, Any]]) -> tuple[list[Reach]
     missing: list[Finding] = []
     store_teams: set[str] = set()
     for (team, namespace), why in sorted(_store_reasons(platform).items()):
-        store = store_destinations(spec.egress, spec.teams[team].egress_destinations(), spec.cluster.kind,
-                                   platform.storage.profile in CLOUD_STORAGE)
+        store = store_destinations(spec.egress, spec.teams[team].egress_destinations(),
+                                   pod_credentials(spec.cluster.kind, platform.storage.profile))
         if not store:
             store_teams.add(team)
         found += [Reach(namespace, {}, "its pods", d, "; ".join(why)) for d in store]

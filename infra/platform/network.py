@@ -18,9 +18,8 @@ import pulumi_kubernetes as k8s
 
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata
 from infra.spec import Platform
-from infra.spec.clouds import CLOUD_STORAGE
-from infra.spec.egress import INITIALIZER_JOBS, REPLICATED_JOB_LABEL, store_destinations
-from infra.spec.teams import Destination
+from infra.spec.clouds import pod_credentials
+from infra.spec.teams import INITIALIZER_JOBS, REPLICATED_JOB_LABEL, Destination, store_destinations
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL
 
 ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
@@ -41,11 +40,11 @@ def _egress_to(pods: dict[str, Any], destinations: Sequence[Destination]) -> dic
 
 
 def team_egress(platform: Platform, team: str) -> dict[str, dict[str, Any]]:
-    """A team namespace's NetworkPolicies out of the cluster (infra/spec/egress.py): every pod to the object store
+    """A team namespace's NetworkPolicies out of the cluster (infra/spec/teams.py): every pod to the object store
     and the cloud's credentials endpoint, the runtimes' initializer pods to the model hub."""
     spec = platform.spec
-    store = store_destinations(spec.egress, spec.teams[team].egress_destinations(), spec.cluster.kind,
-                               platform.storage.profile in CLOUD_STORAGE)
+    store = store_destinations(spec.egress, spec.teams[team].egress_destinations(),
+                               pod_credentials(spec.cluster.kind, platform.storage.profile))
     return {**({"allow-object-storage": _egress_to({}, store)} if store else {}),
             **({"allow-model-hub": _egress_to(INITIALIZER_PODS, spec.egress.model_hub)} if spec.egress.model_hub
                else {})}

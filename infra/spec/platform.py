@@ -11,7 +11,6 @@ from infra.spec.backup import BackupSpec
 from infra.spec.base import DnsLabel, Strict
 from infra.spec.clouds import CLOUDS
 from infra.spec.cluster import CiSpec, ClusterSpec
-from infra.spec.egress import Egress
 from infra.spec.frontdoor.model import FrontDoorSpec, check_front_door
 from infra.spec.models.model import ModelsSpec, check_models, models_namespace
 from infra.spec.namespaces import reserved_problem
@@ -22,7 +21,7 @@ from infra.spec.pools import MAX_NODES, PoolSpec
 from infra.spec.queues.queueing import Queueing, check_queueing
 from infra.spec.runtimes import available as available_runtimes
 from infra.spec.storage.model import StorageSpec
-from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace, check_group_personas
+from infra.spec.teams import GROUP_PERSONAS, Egress, GroupName, TeamSpec, acceptance_namespace, check_group_personas
 from infra.spec.versions import Versions, verdicts
 
 
@@ -96,7 +95,7 @@ class PlatformSpec(Strict):
     ci: CiSpec | None = None
     pipelines: PipelinesSpec | None = None
     models: ModelsSpec | None = None
-    # where team pods go outside the cluster: the object store, the model hub (infra/spec/egress.py)
+    # where team pods go outside the cluster: the object store, the model hub (infra/spec/teams.py)
     egress: Egress = Field(default_factory=Egress)
 
     @model_validator(mode="after")
