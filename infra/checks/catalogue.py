@@ -95,8 +95,9 @@ CHECKS: tuple[Entry[Context], ...] = (
           "request; warns of the queues that do not", capacity.check_runtime_resources_covered),
     Entry("runtime-reachable", "spec", "warning", "Each team's queue lists a pool every runtime may be admitted to "
           "(taints, node selector)", capacity.check_runtime_reachable),
-    Entry("fabric-reaches-pods", "spec", "warning", "A pool's declared fabric reaches its pods: InfiniBand and RoCE "
-          "pools request their RDMA devices (fabricDevice); GKE A3 pools' GPUDirect NICs are provisioned",
+    Entry("fabric-reaches-pods", "spec", "error", "A pool's fabric reaches its pods or the stack declares TCP: "
+          "InfiniBand and RoCE pools request their RDMA devices (fabricDevice); GKE A3 pools, whose GPUDirect NICs "
+          "are not provisioned, declare fabric: none",
           fabric.check_fabric_reaches_pods),
     Entry("ci-runner-reaches-endpoint", "spec", "error", "A cloud stack's workflows run on a self-hosted runner "
           "(ci.runner) inside the networks its API endpoint admits", ci.check_ci_runner),
@@ -149,9 +150,10 @@ CHECKS: tuple[Entry[Context], ...] = (
     Entry("managed-prometheus-identity", "objects", "error", "GKE managed Prometheus: the pinned fork, exporting as "
           "a Google account only its service account may use, holding the metric writer role only",
           managed_prometheus.check_managed_prometheus),
-    Entry("team-store-egress", "spec", "warning", "A team whose bucket is in the cloud's object store declares "
-          "egress to it (teams.<team>.objectStorage): its namespaces deny all other egress",
-          team_egress.check_team_store_egress),
+    Entry("team-store-egress", "objects", "error", "The rendered NetworkPolicies let each team pod out to what it "
+          "must reach: its team's cloud bucket and the credentials endpoint, its in-pod volume driver's store (GCS "
+          "FUSE), its initializer's hf:// source; an undeclared egress.objectStore refuses, an undeclared "
+          "egress.modelHub warns", team_egress.check_team_store_egress),
     Entry("team-data-identity", "objects", "error", "Team workloads run as the team data account, which exists in "
           "every team namespace and is bound to the team bucket as the cloud needs",
           identity.check_team_data_identity),

@@ -17,6 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata
+from infra.spec import Platform
+from infra.spec.clouds import pod_credentials
+from infra.spec.teams import INITIALIZER_JOBS, REPLICATED_JOB_LABEL, Destination, store_destinations
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL
 
 ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
@@ -25,6 +28,26 @@ ANYWHERE = [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
 def range_egress(cidr: str, ports: Sequence[int]) -> dict[str, Any]:
     """An egress rule to an address range (an object store outside the cluster) on TCP ports."""
     return {"to": [{"ipBlock": {"cidr": cidr}}], "ports": [{"protocol": "TCP", "port": port} for port in ports]}
+
+
+INITIALIZER_PODS = {"matchExpressions": [{"key": REPLICATED_JOB_LABEL, "operator": "In",
+                                          "values": list(INITIALIZER_JOBS)}]}
+
+
+def _egress_to(pods: dict[str, Any], destinations: Sequence[Destination]) -> dict[str, Any]:
+    return {"podSelector": pods, "policyTypes": ["Egress"],
+            "egress": [range_egress(d.cidr, d.ports) for d in destinations]}
+
+
+def team_egress(platform: Platform, team: str) -> dict[str, dict[str, Any]]:
+    """A team namespace's NetworkPolicies out of the cluster (infra/spec/teams.py): every pod to the object store
+    and the cloud's credentials endpoint, the runtimes' initializer pods to the model hub."""
+    spec = platform.spec
+    store = store_destinations(spec.egress, spec.teams[team].egress_destinations(),
+                               pod_credentials(spec.cluster.kind, platform.storage.profile))
+    return {**({"allow-object-storage": _egress_to({}, store)} if store else {}),
+            **({"allow-model-hub": _egress_to(INITIALIZER_PODS, spec.egress.model_hub)} if spec.egress.model_hub
+               else {})}
 # any pod of the cluster (Prometheus, wherever it runs)
 CLUSTER_PODS: list[dict[str, Any]] = [{"namespaceSelector": {}}]
 TEAM_PODS = [{"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}}]

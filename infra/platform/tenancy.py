@@ -12,12 +12,12 @@ import pulumi_kubernetes as k8s
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
 from infra.platform.models.registry_patches import DATABASE_PODS, registry_requests
-from infra.platform.network import range_egress
+from infra.platform.network import team_egress
 from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.platform.trainer import TRAINER_STATUS_PORT
 from infra.spec import Platform, TeamFacts
 from infra.spec.base import format_amount, parse_quantity
-from infra.spec.teams import CI_SERVICE_ACCOUNT, ServingBudget, TeamSpec
+from infra.spec.teams import CI_SERVICE_ACCOUNT, ServingBudget
 from infra.vocabulary import NAME_LABEL, PSA_REASON, TEAM_LABEL
 
 # Containers that declare no requests get these, so that the quota on requests admits them. No default
@@ -56,7 +56,8 @@ class Tenancy(pulumi.ComponentResource):
         kube_object(f"{ns}-limits", "v1", "LimitRange", meta("team-defaults"), opts,
                     spec={"limits": [{"type": "Container", "defaultRequest": DEFAULT_REQUEST}]})
         models = self._platform.models is not None and self._platform.models.by_namespace(ns) is not None
-        for policy_name, policy in network_policies(team.name, spec, models).items():
+        outside = team_egress(self._platform, team.name)
+        for policy_name, policy in network_policies(team.name, outside, models).items():
             kube_object(f"{ns}-{policy_name}", NETWORKING_API, "NetworkPolicy", meta(policy_name), opts, spec=policy)
         kube_object(f"{ns}-ci", "v1", "ServiceAccount", meta(CI_SERVICE_ACCOUNT), opts,
                     automountServiceAccountToken=False)
@@ -128,14 +129,14 @@ def _namespace_peer(name: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {NAME_LABEL: name}}}
 
 
-def network_policies(team_name: str, spec: TeamSpec, models: bool = False) -> dict[str, Any]:
-    """Deny everything, then allow what training needs. Policies are additive: each allow names one reason. In a
+def network_policies(team_name: str, outside: dict[str, Any], models: bool = False) -> dict[str, Any]:
+    """Deny everything, then allow what training needs, and `outside` (infra/platform/network.py team_egress).
+    Policies are additive: each allow names one reason. In a
     `models` namespace the same-team allowance leaves the registry's database out: only its server reaches it
     (infra/platform/models/registry.py)."""
     same_team = [{"namespaceSelector": {"matchLabels": {TEAM_LABEL: team_name}}}]
     team_pods = {"matchExpressions": [{"key": key, "operator": "NotIn", "values": [value]}
                                       for key, value in DATABASE_PODS.items()]} if models else {}
-    storage = [range_egress(d.cidr, d.ports) for d in spec.egress_destinations()]
     return {
         "default-deny": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
         "allow-dns": {
@@ -155,8 +156,7 @@ def network_policies(team_name: str, spec: TeamSpec, models: bool = False) -> di
             "ingress": [{"from": same_team}],
             "egress": [{"to": same_team}],
         },
-        **({"allow-object-storage": {"podSelector": {}, "policyTypes": ["Egress"], "egress": storage}}
-           if storage else {}),
+        **outside,
         # TrainJob progress reporting (the TrainJobStatus feature) posts to the Trainer controller.
         "allow-trainer-status": {
             "podSelector": {},

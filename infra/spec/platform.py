@@ -21,7 +21,7 @@ from infra.spec.pools import MAX_NODES, PoolSpec
 from infra.spec.queues.queueing import Queueing, check_queueing
 from infra.spec.runtimes import available as available_runtimes
 from infra.spec.storage.model import StorageSpec
-from infra.spec.teams import GROUP_PERSONAS, GroupName, TeamSpec, acceptance_namespace, check_group_personas
+from infra.spec.teams import GROUP_PERSONAS, Egress, GroupName, TeamSpec, acceptance_namespace, check_group_personas
 from infra.spec.versions import Versions, verdicts
 
 
@@ -95,6 +95,8 @@ class PlatformSpec(Strict):
     ci: CiSpec | None = None
     pipelines: PipelinesSpec | None = None
     models: ModelsSpec | None = None
+    # where team pods go outside the cluster: the object store, the model hub (infra/spec/teams.py)
+    egress: Egress = Field(default_factory=Egress)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> PlatformSpec:

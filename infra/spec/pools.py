@@ -194,7 +194,9 @@ class PoolSpec(Strict):
         derived: dict[str, Any] = {"cpu": str(entry.vcpu), "memory": f"{entry.memory_gib}Gi"}
         if entry.gpu is not None:
             derived |= {"gpu": entry.gpu, "perNode": entry.gpus}
-        return {"fabric": entry.fabric, **data, **derived}
+        # `fabric` stays unset where the machine has none, so that a pool typing `fabric: none` is told apart (a GKE
+        # A3 pool: TCP chosen knowingly over the GPUDirect NICs Trainyard does not provision, infra/checks/fabric.py).
+        return {**({"fabric": entry.fabric} if entry.fabric != "none" else {}), **data, **derived}
 
     @field_validator("instance_type")
     @classmethod

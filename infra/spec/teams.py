@@ -99,10 +99,47 @@ class Destination(Strict):
     ports: list[Port] = Field(default_factory=lambda: [443], min_length=1)
 
 
-# A team's pods reach outside the cluster only at the `objectStorage` destinations it declares (the store's
-# CIDRs and ports); without them, nothing (the in-cluster Ceph RGW has its own rule). Dataset and checkpoint
-# volumes mount through CSI drivers on the node's network, and image pulls are the kubelet's: neither needs a
-# rule. Other tenants stay unreachable: their namespaces deny all ingress that is not their own team's.
+# Where team pods go outside the cluster. A team namespace denies all egress but DNS, its own team and the Trainer
+# status server; what its pods must reach beyond that is declared once for the stack under `egress` and rendered as
+# the team's NetworkPolicies (infra/platform/network.py), then judged against what each pod must reach
+# (infra/checks/team_egress.py):
+# - `objectStore`: the address ranges of the object store that holds the teams' buckets (S3's published ranges of the
+#   region, Google's private.googleapis.com, the Blob private endpoint) and of the token service the pods exchange
+#   their federated identity at where it has ranges (Entra ID); every pod of a team reaches them, and so does a
+#   volume driver that runs inside the pod (GKE's GCS FUSE sidecar). A team's own `objectStorage` adds to them, and
+#   the cloud's credentials endpoint (CloudFacts.pod_credentials) is added for it.
+# - `modelHub`: where the runtimes' `hf://` initializers download (the Hugging Face Hub, which publishes no ranges);
+#   only the initializer pods reach it.
+# Other volume drivers mount on the node's network, and image pulls are the kubelet's: neither needs a rule. The
+# in-cluster Ceph RGW has its own rule. Other tenants stay unreachable: their namespaces deny all ingress that is
+# not their own team's.
+
+# JobSet labels every pod with the name of its replicated job; a runtime's initializers are replicated jobs.
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+INITIALIZER_JOBS = ("dataset-initializer", "model-initializer")
+HF_SCHEME = "hf://"
+# CSI drivers whose data path runs inside the pod that mounts the volume (an injected sidecar), so the pod's own
+# NetworkPolicies decide whether the volume mounts. GCS FUSE: GoogleCloudPlatform/gcs-fuse-csi-driver.
+IN_POD_DRIVERS = {"gcsfuse.csi.storage.gke.io": "the GCS FUSE sidecar of its volume"}
+
+
+class Egress(Strict):
+    """Where every team's pods go outside the cluster: `objectStore`, the object store of the teams' buckets (its
+    endpoint's address ranges, and the identity token service's where the cloud has ranges; every pod, and the GCS
+    FUSE sidecar), and `modelHub`, where the runtimes' hf:// initializers download (only their pods). A team's own
+    `objectStorage` adds to `objectStore`; the cloud's credentials endpoint is added by Trainyard."""
+
+    object_store: list[Destination] = Field(default_factory=list, alias="objectStore")
+    model_hub: list[Destination] = Field(default_factory=list, alias="modelHub")
+
+
+def store_destinations(egress: Egress, team_destinations: tuple[Destination, ...],
+                       credentials: tuple[tuple[str, int], ...]) -> tuple[Destination, ...]:
+    """What every pod of a team reaches to use its bucket: the stack's store, the team's own destinations, and the
+    cloud's credentials endpoint (CloudFacts.pod_credentials of a cloud store), once something is declared: without
+    a store nothing is reached, and the check names the field."""
+    declared = [*egress.object_store, *(d for d in team_destinations if d not in egress.object_store)]
+    return (*declared, *(Destination(cidr=cidr, ports=[port]) for cidr, port in credentials if declared))
 
 
 class ServingBudget(Strict):

@@ -12,7 +12,7 @@ from infra.spec.clouds import aws, azure, existing, gcp
 from infra.spec.clouds.facts import CloudFacts, CloudStorage, IdentityMechanism, Machine, lookup
 
 __all__ = ["CLOUDS", "CLOUD_STORAGE", "MACHINES", "VELERO_PLUGINS", "CloudFacts", "CloudStorage",
-           "IdentityMechanism", "Machine", "machine"]
+           "IdentityMechanism", "Machine", "machine", "pod_credentials"]
 
 CLOUDS: dict[str, CloudFacts] = {facts.kind: facts for facts in (existing.FACTS, aws.FACTS, gcp.FACTS, azure.FACTS)}
 
@@ -27,3 +27,9 @@ MACHINES: dict[str, Machine] = {m.name: m for facts in CLOUDS.values() for m in 
 def machine(name: str) -> Machine:
     """The catalog entry for an instance type of any cloud; a ValueError suggests the nearest known names."""
     return lookup(name, MACHINES)
+
+
+def pod_credentials(kind: str, profile: str) -> tuple[tuple[str, int], ...]:
+    """Where a cluster's pods fetch their workload identity's credentials (range, TCP port) when the stack's storage
+    is the cloud's object store; none otherwise."""
+    return CLOUDS[kind].pod_credentials if profile in CLOUD_STORAGE else ()

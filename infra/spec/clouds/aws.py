@@ -299,6 +299,8 @@ FACTS = CloudFacts(
     # EKS Pod Identity: the association names the account; nothing on the account or the pods.
     workload_identity=IdentityMechanism("aws:eks/podIdentityAssociation:PodIdentityAssociation",
                                         lambda inputs: f"{inputs.get('namespace')}/{inputs.get('serviceAccount')}"),
+    # the Pod Identity agent's link-local address
+    pod_credentials=(("169.254.170.23/32", 80),),
     managed_prometheus="amazon-managed-prometheus",
     snapshot_controller_in_cluster=True,
     autoscaler_in_cluster=True,

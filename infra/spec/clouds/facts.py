@@ -145,6 +145,9 @@ class CloudFacts:
     provides: Mapping[str, str] = field(default_factory=dict)  # capability -> the mechanism the cluster layer sets
     storage: CloudStorage | None = None
     workload_identity: IdentityMechanism | None = None
+    # Where a pod fetches its workload identity's credentials, (range, TCP port): its team namespace's egress to the
+    # object store opens them too (infra/spec/teams.py store_destinations).
+    pod_credentials: tuple[tuple[str, int], ...] = ()
     managed_prometheus: str | None = None  # the managed Prometheus observability.managedPrometheus reaches
     managed_prometheus_need: str | None = None  # what it needs, when more than the remote write's identity
     control_plane_ports: frozenset[int] | None = None  # the only ports the control plane reaches private nodes on

@@ -275,6 +275,9 @@ FACTS = CloudFacts(
                          f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None),
     # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
     workload_identity=IdentityMechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _account),
+    # the GKE metadata server, which serves Workload Identity tokens, and where GKE's network policy guidance has it
+    # answer after the node's DNAT
+    pod_credentials=(("169.254.169.254/32", 80), ("169.254.169.252/32", 988)),
     managed_prometheus=GOOGLE_MANAGED_PROMETHEUS,
     managed_prometheus_need="observability (Prometheus exports to Managed Service for Prometheus through the Cloud "
                             "Monitoring API monitoring.googleapis.com as a service account holding "
