@@ -18,7 +18,8 @@ COPIER = Identity("system:serviceaccount:kubeflow:pipelines-bucket-keys", ("syst
 
 
 def _in(capture: Any, kind: str, namespace: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in kube_objects(capture, kind) if o["metadata"].get("namespace") == namespace}
+    return {o["metadata"]["name"]: o for o in kube_objects(capture, kind)
+            if o["metadata"].get("namespace") == namespace}
 
 
 def test_every_team_namespace_has_a_store_whose_keys_exist_there() -> None:
@@ -84,7 +85,7 @@ esac
 
 def test_the_copy_job_writes_each_claims_keys_into_the_teams_other_namespaces(tmp_path: Path) -> None:
     job = _named(capture_of(LAB), "CronJob", "pipelines-bucket-keys")
-    assert job["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"] == {"sidecar.istio.io/inject": "false"}
+    assert job["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]["sidecar.istio.io/inject"] == "false"
     result = _run_cron_job(job, _fake_kubectl(tmp_path, COPY_KUBECTL))
     assert result.returncode == 0, result.stdout + result.stderr
     patched = (tmp_path / "patched").read_text().splitlines()

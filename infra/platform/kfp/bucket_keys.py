@@ -43,9 +43,11 @@ def pairs(copies: tuple[KeyCopy, ...]) -> str:
 
 
 def copy_job(copies: tuple[KeyCopy, ...]) -> dict[str, Any]:
-    """The CronJob's spec; its pods carry no sidecar (Pipelines' namespace injects them; a Job's would not end)."""
+    """The CronJob's spec; its pods carry no sidecar (Pipelines' namespace injects them; a Job's would not end), and
+    Pipelines' pod label, which their egress policies select (infra/platform/kfp/egress.py)."""
     spec = cron_job(SCHEDULE, NAME, SCRIPT, {"COPIES": pairs(copies)}, 300, retries=2)
-    spec["jobTemplate"]["spec"]["template"]["metadata"] = {"labels": {"sidecar.istio.io/inject": "false"}}
+    spec["jobTemplate"]["spec"]["template"]["metadata"] = {"labels": {
+        "sidecar.istio.io/inject": "false", "application-crd-id": "kubeflow-pipelines", "app": NAME}}
     return spec
 
 
