@@ -108,8 +108,9 @@ def test_the_restored_pod_becomes_a_throwaway_mysql_on_a_scratch_copy() -> None:
     assert "FROM mlpipeline.run_details ORDER BY CreatedAtInSec" in script and "CONCAT('run ', UUID)" in script
     assert "JOIN metadb.Type t ON c.type_id = t.id" in script and "t.name = 'system.PipelineRun'" in script
     assert patch["metadata"]["labels"] == {"sidecar.istio.io/inject": "false"}
-    assert (patch["spec"]["serviceAccountName"], patch["spec"]["automountServiceAccountToken"],
-            patch["spec"]["restartPolicy"]) == ("default", False, "Never")
+    assert (patch["spec"]["serviceAccountName"], patch["spec"]["serviceAccount"],
+            patch["spec"]["automountServiceAccountToken"], patch["spec"]["restartPolicy"]) == (
+        "default", "default", False, "Never")
     assert {"name": "istio-proxy", "$patch": "delete"} in patch["spec"]["containers"]
     assert [v for v in patch["spec"]["volumes"] if "name" in v] == [
         {"name": "mysql-persistent-storage", "persistentVolumeClaim": {"claimName": "mysql-pv-claim"}}]
@@ -161,7 +162,8 @@ def test_the_drill_scripts_pass_shellcheck(tmp_path: Path) -> None:
     pods = _modifiers(capture)[1]
     check = yaml.safe_load(pods["strategicPatches"][0]["patchData"])["spec"]["containers"][1]["command"][-1]
     for name, script in (("journal", _script(_named(capture, "CronJob", "journal-drill"))), ("check", check),
-                         ("drill", _script(_named(capture, "CronJob", "restore-drill")))):
+                         ("drill", _script(_named(capture, "CronJob", "restore-drill"))),
+                         ("keys", _script(_named(capture, "CronJob", "pipelines-bucket-keys")))):
         path = tmp_path / f"{name}.sh"
         path.write_text(f"#!/bin/bash\n{script}")
         result = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True, check=False)

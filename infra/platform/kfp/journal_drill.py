@@ -147,7 +147,9 @@ def throwaway_pod() -> dict[str, Any]:
     return {
         "metadata": {"labels": {"sidecar.istio.io/inject": "false"}},
         "spec": {
-            "serviceAccountName": "default", "automountServiceAccountToken": False, "restartPolicy": "Never",
+            # serviceAccount: the deprecated alias the backed-up pod also carries
+            "serviceAccountName": "default", "serviceAccount": "default", "automountServiceAccountToken": False,
+            "restartPolicy": "Never",
             "initContainers": gone("istio-init", "istio-validation", "istio-proxy"),
             "containers": [*gone("istio-proxy"), {
                 "name": MYSQL_CONTAINER, "image": MYSQL_IMAGE, "command": ["bash", "-c", CHECK], "args": None,
