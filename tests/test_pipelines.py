@@ -103,14 +103,14 @@ def test_the_launcher_check_catches_another_team_s_bucket() -> None:
 
 def test_the_launcher_s_credentials_are_the_team_s() -> None:
     """Clouds: the run account's workload identity (the account the cluster binds to the team bucket); Ceph: the
-    bucket claim's Secret, in the claim's namespace."""
+    bucket claim's Secret, in the claim's namespace and (copied: tests/test_bucket_keys.py) in the team's others."""
     aws = _launcher("aws-prod", "vision")
     assert aws["s3"]["default"]["credentials"] == {"fromEnv": True}
     gcp = _launcher("gcp-prod", "nlp")
     assert gcp == {"gs": {"default": {"credentials": {"fromEnv": True}}}}
     lab = _launcher("onprem-lab", "speech")
     assert lab["s3"]["default"]["credentials"]["secretRef"]["secretName"] == "speech-datasets"
-    assert _find(_objects("onprem-lab"), "ConfigMap", "speech-eval", "kfp-launcher") is None  # no claim Secret there
+    assert _launcher("onprem-lab", "speech-eval") == lab
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -25,6 +25,7 @@ from infra.platform.burst_data import BurstData
 from infra.platform.fabric import fabric
 from infra.platform.frontdoor import front_door
 from infra.platform.gpu import gpu_operator
+from infra.platform.kfp.journal_drill import journal_drill
 from infra.platform.kfp.pipelines import pipelines
 from infra.platform.kueue import Kueue
 from infra.platform.models.registry import model_registry
@@ -66,6 +67,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     Admission(named("admission"), platform, provider)
     # Pipelines' namespace first: the front door routes into it, and Prometheus' monitors of it land there.
     kfp = pipelines(platform, provider, tenancy.namespaces)
+    journal_drill(platform, provider, tenancy.namespaces, backup)  # the run journal's restore, drilled
     monitored = [trainer, kueue, backup, *([gpu] if gpu else []), *([kfp.namespace] if kfp else [])]
     monitoring = observability(platform, provider, alert_webhook, grafana_password, after=monitored,
                                remote_write=cluster.remote_write, identity=cluster.identity(*PROMETHEUS_ACCOUNT))

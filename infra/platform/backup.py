@@ -150,20 +150,13 @@ def drill_restore(facts: BackupFacts) -> dict[str, Any]:
     }
 
 
-DRILL_SCRIPT = r"""set -euo pipefail
-restore="drill-$(date -u +%Y%m%d-%H%M%S)"
-passed=""
-cleanup() {
-  # A failed drill keeps its Restore: its errors and warnings are what `velero restore describe` shows.
-  if [ -n "$passed" ]; then
-    kubectl -n __NAMESPACE__ delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
-  fi
-  for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=false || true; done
+# Every drill's middle part, after it has named $restore, defined cleanup() and started clean: create the Restore
+# ($RESTORE) under that name, wait for it (only Completed passes), and refuse a backup older than the tier allows.
+# It sets backup, completed, age and seconds for the drill's checks.
+RESTORE_STEPS = r"""fail() {
+  echo "drill $restore FAILED: $*; Restore kept: velero restore describe $restore --details"; exit 1
 }
-fail() { echo "drill $restore FAILED: $*; Restore kept: velero restore describe $restore --details"; exit 1; }
 restore_field() { kubectl -n __NAMESPACE__ get restores.velero.io "$restore" -o jsonpath="$1"; }
-# A drill that died last time may have left its namespaces: start clean, and always clean up.
-for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=true; done
 trap cleanup EXIT
 printf '%s' "$RESTORE" | sed "s/__RESTORE__/$restore/" | kubectl create -f -
 started=$(date +%s)
@@ -187,7 +180,21 @@ age=$(( ($(date +%s) - $(date -d "$completed" +%s)) / 3600 ))
 if [ "$age" -gt "$MAX_BACKUP_AGE_HOURS" ]; then
   fail "backup $backup completed $completed, ${age}h ago, beyond ${MAX_BACKUP_AGE_HOURS}h: is Schedule $TIER running?"
 fi
-for pair in $CHECKS; do
+""".replace("__NAMESPACE__", NAMESPACE)
+
+DRILL_SCRIPT = r"""set -euo pipefail
+restore="drill-$(date -u +%Y%m%d-%H%M%S)"
+passed=""
+cleanup() {
+  # A failed drill keeps its Restore: its errors and warnings are what Velero's `restore describe` shows.
+  if [ -n "$passed" ]; then
+    kubectl -n __NAMESPACE__ delete restores.velero.io "$restore" --ignore-not-found --wait=false || true
+  fi
+  for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=false || true; done
+}
+# A drill that died last time may have left its namespaces: start clean, and always clean up.
+for pair in $CHECKS; do kubectl delete namespace "${pair#*=}" --ignore-not-found --wait=true; done
+""".replace("__NAMESPACE__", NAMESPACE) + RESTORE_STEPS + r"""for pair in $CHECKS; do
   source="${pair%%=*}"; target="${pair#*=}"
   found=$(kubectl -n "$target" get configmap "$MARKER" -o jsonpath='{.data.namespace}') || true
   if [ "$found" != "$source" ]; then fail "marker of $source missing in $target"; fi
@@ -195,7 +202,7 @@ done
 passed=1
 echo "drill $restore passed: backup $backup (completed $completed, ${age}h old) restored in ${seconds}s;" \
   "markers of $CHECKS verified"
-""".replace("__NAMESPACE__", NAMESPACE)
+"""
 
 # One line per TrainJob: its name, then Type=lastTransitionTime for every condition that is True.
 FINISHED = ('{range .items[*]}{.metadata.name}{" "}'

@@ -210,6 +210,9 @@ def derive_backup(spec: BackupSpec, storage: StorageFacts, cluster_name: str,
         for name, tier in spec.tiers.items()
     )
     drill = next(s for s in schedules if s.tier == spec.drill.tier)
+    if platform_state and not drill.volumes:
+        raise ValueError(f"backup.drill.tier: tier '{drill.tier}' copies no volumes, so the journal drill has no "
+                         "Pipelines database to restore: drill a tier with volumes (e.g. daily)")
     mapping = {}
     for ns in drill.namespaces[:len(drill.namespaces) - len(platform_state)]:
         target = f"{DRILL_PREFIX}{ns}"

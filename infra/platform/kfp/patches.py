@@ -27,6 +27,11 @@ RUN_AS_USER = "1000"
 # ML Metadata (8080 gRPC: driver and launcher record executions and artifacts), SeaweedFS' S3 (8333, only where
 # it holds the runs' artifacts).
 API_PORTS, METADATA_PORT, SEAWEEDFS_PORT = (8887, 8888), 8080, 8333
+# The run journal: MySQL's pods and claim carry JOURNAL_LABEL, which is what the journal drill restores
+# (infra/platform/kfp/journal_drill.py); the names are the vendored Deployment's (third-party/mysql).
+JOURNAL_LABEL = "trainyard.io/journal"
+JOURNAL_CLAIM, JOURNAL_VOLUME, MYSQL_CONTAINER = "mysql-pv-claim", "mysql-persistent-storage", "mysql"
+MYSQL_IMAGE = "docker.io/library/mysql:8.4"
 TEAMS = {"namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}}
 # The v1 cache server: a cluster-wide mutating webhook on pods labelled cache_enabled in every namespace, its
 # cert-manager Issuer and Certificate, and the untagged `cacheImage` it substitutes. KFP 2.16's SDK compiles v2
@@ -93,7 +98,8 @@ def pipelines_patches(facts: PipelinesFacts) -> list[Patch]:
     - pipeline-api-server-config: runs execute as the team's data account, which the cluster already binds to the
       team bucket on every cloud (EKS Pod Identity, GKE and AKS workload identity) and which every other team
       workload runs as, instead of upstream's `default-editor`, which no cloud binding names.
-    - MySQL: the root password from our Secret (the archive ships an empty one), on the stack's class and size.
+    - MySQL: the root password from our Secret (the archive ships an empty one), on the stack's class and size;
+      its pods and claim labelled as the journal (what the journal drill restores).
     - SeaweedFS (the API server's store of pipeline definitions): the admin key from our Secret (the archive ships
       minio/minio123), on the stack's class and size.
     - The UI route: the front door's VirtualService serves /pipeline; the ML Metadata route is rebound to the
@@ -110,19 +116,22 @@ def pipelines_patches(facts: PipelinesFacts) -> list[Patch]:
             "cacheImage": ""}),
         merge("v1", "ConfigMap", "pipeline-api-server-config", NS,
               data={"DEFAULTPIPELINERUNNERSERVICEACCOUNT": RUNNER_ACCOUNT}),
-        merge("apps/v1", "Deployment", "mysql", NS,
-              spec={"template": {"spec": {"containers": [{"name": "mysql", "env": mysql_env}]}}}),
-        *(merge("v1", "PersistentVolumeClaim", claim, NS,
-                spec={"storageClassName": klass, "resources": {"requests": {"storage": size}}})
-          for claim, klass, size in (("mysql-pv-claim", database_class, database_size),
-                                     ("seaweedfs-pvc", store_class, store_size))),
+        merge("apps/v1", "Deployment", "mysql", NS, spec={"template": {
+            "metadata": {"labels": {JOURNAL_LABEL: "true"}},
+            "spec": {"containers": [{"name": MYSQL_CONTAINER, "env": mysql_env}]}}}),
+        merge("v1", "PersistentVolumeClaim", JOURNAL_CLAIM, NS,
+              spec={"storageClassName": database_class, "resources": {"requests": {"storage": database_size}}}),
+        json6902("PersistentVolumeClaim", JOURNAL_CLAIM, [
+            {"op": "add", "path": "/metadata/labels/" + JOURNAL_LABEL.replace("/", "~1"), "value": "true"}]),
+        merge("v1", "PersistentVolumeClaim", "seaweedfs-pvc", NS,
+              spec={"storageClassName": store_class, "resources": {"requests": {"storage": store_size}}}),
         remove("v1", "Secret", DB_SECRET), remove("v1", "Secret", STORE_SECRET),
         remove("networking.istio.io/v1alpha3", "VirtualService", "ml-pipeline-ui"),
         bind_to_gateway("metadata-grpc", NS),
         *(remove(*obj) for obj in _CACHE),
         # Docker Hub's short names, fully qualified (the same images): `trainyard images` lists what a mirror needs.
         merge("apps/v1", "Deployment", "mysql", NS, spec={"template": {"spec": {"containers": [
-            {"name": "mysql", "image": "docker.io/library/mysql:8.4"}]}}}),
+            {"name": MYSQL_CONTAINER, "image": MYSQL_IMAGE}]}}}),
         merge("apps/v1", "Deployment", "seaweedfs", NS, spec={"template": {"spec": {"containers": [
             {"name": "seaweedfs", "image": "docker.io/chrislusf/seaweedfs:4.00"}]}}}),
         # Argo's controller at priority 1000000 would preempt training pods outside Kueue: it runs at the default.

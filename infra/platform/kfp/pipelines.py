@@ -24,9 +24,11 @@ import pulumi_kubernetes as k8s
 
 from infra.components import PIPELINES, Kustomize
 from infra.kit.naming import named
-from infra.kit.objects import child_opts, kube_object, kustomize_directory, metadata, retained
+from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata, retained
 from infra.platform.frontdoor import ISTIO_SECURITY_API
 from infra.platform.frontdoor_identity import checked, derived
+from infra.platform.kfp.bucket_keys import bucket_keys
+from infra.platform.kfp.egress import egress_policies
 from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
 from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
 from infra.platform.kfp.teams import team_objects
@@ -78,6 +80,11 @@ class Pipelines(pulumi.ComponentResource):
                 kube_object(f"pipelines-{name}", "v1", "Secret", metadata(name, PIPELINES.namespace),
                             child_opts(self, provider, [self.namespace]), type="Opaque",
                             stringData=pulumi.Output.secret(data.apply(_pick(name))))
+        for policy, spec in egress_policies(facts).items():  # what Pipelines' pods may call
+            kube_object(f"{PIPELINES.namespace}-{policy}", NETWORKING_API, "NetworkPolicy",
+                        metadata(policy, PIPELINES.namespace), child_opts(self, provider, [self.namespace]), spec=spec)
+        # rook-ceph: the team bucket's keys copied into the team's other namespaces (their artifact stores read them)
+        bucket_keys(self, provider, facts.key_copies, self.team_namespaces, kfp)
         for namespace, created in sorted(self.team_namespaces.items()):
             opts = child_opts(self, provider, [created, kfp])
             for api_version, kind, name, fields in team_objects(facts, namespace):

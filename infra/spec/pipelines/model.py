@@ -84,12 +84,25 @@ class ArtifactStore:
 
 
 @dataclass(frozen=True)
+class KeyCopy:
+    """On rook-ceph: the team bucket claim's Secret, which Rook writes in the team's first namespace (`source`),
+    copied under the same name into the team's other namespaces, so that runs there have the team's artifact store
+    too (infra/platform/kfp/bucket_keys.py)."""
+
+    team: str
+    secret: str
+    source: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class PipelinesFacts:
     version: str
     database: tuple[str, str]  # (class, size)
     definitions: tuple[str, str]
     artifacts: ArtifactMode
-    stores: tuple[ArtifactStore, ...]  # team-buckets: one per namespace that has the team bucket's credentials
+    stores: tuple[ArtifactStore, ...]  # team-buckets: one per team namespace
+    key_copies: tuple[KeyCopy, ...] = ()  # rook-ceph: the bucket claims' Secrets copied into other team namespaces
     secret_key: str = PIPELINES_DB_PASSWORD_KEY
 
     def store(self, namespace: str) -> ArtifactStore | None:
@@ -145,17 +158,20 @@ def _store(storage: StorageFacts, namespace: str, team: str, bucket: str, rook_s
 
 def derive_pipelines(spec: PipelinesSpec | None, storage: StorageFacts) -> PipelinesFacts | None:
     """The volumes and each team namespace's artifact store. On rook-ceph the bucket's credentials are the claim's
-    Secret, which exists only in the team's first namespace: its other namespaces get no store (docs/pipelines.md)."""
+    Secret, which Rook writes only in the team's first namespace: it is copied into the team's other namespaces
+    (KeyCopy), where their stores read it under the same name."""
     if spec is None:
         return None
     database = state_volume("pipelines.database", spec.database, storage)
     definitions = state_volume("pipelines.definitions", spec.definitions, storage)
     if storage.profile not in ("aws", "gcp", "rook-ceph"):
         return PipelinesFacts(spec.version, database, definitions, "seaweedfs", ())
-    stores = []
+    stores, copies = [], []
     for bucket in storage.buckets:
         if bucket.team is None:
             continue
-        namespaces = (bucket.namespace,) if storage.profile == "rook-ceph" else bucket.readers
-        stores += [_store(storage, ns, bucket.team, bucket.name, bucket.key) for ns in namespaces]
-    return PipelinesFacts(spec.version, database, definitions, "team-buckets", tuple(stores))
+        stores += [_store(storage, ns, bucket.team, bucket.name, bucket.key) for ns in bucket.readers]
+        others = tuple(ns for ns in bucket.readers if ns != bucket.namespace)
+        if storage.profile == "rook-ceph" and others:
+            copies.append(KeyCopy(bucket.team, bucket.key, bucket.namespace, others))
+    return PipelinesFacts(spec.version, database, definitions, "team-buckets", tuple(stores), tuple(copies))
