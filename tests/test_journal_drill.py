@@ -18,10 +18,12 @@ from infra.apiserver.podsecurity import restricted
 from infra.apiserver.rbac import Authorizer, Identity
 from infra.apiserver.schema import CrdIndex, check_custom
 from infra.components import PIPELINES
+from infra.platform import alerts
 from infra.platform.kfp.patches import JOURNAL_LABEL
 from infra.spec import SpecError, validate
 from infra.spec.storage.classes import SCRATCH
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform
+from tests.promql import evaluate, series
 from tests.test_backup import _env, _fake_kubectl, _named, _run_cron_job, _script
 
 LAB = "onprem-lab"
@@ -221,3 +223,27 @@ def test_the_drill_passes_only_when_the_newest_run_before_the_backup_is_in_the_r
     # The copy is removed before and after, whatever the outcome; the Restore only when the drill passed.
     assert calls.count(f"-n drill-kubeflow delete pods,persistentvolumeclaims -l {JOURNAL_LABEL}=true") == 2
     assert (f"delete restores.velero.io {name}" in calls) is passes
+
+
+def _drill_alert(platform: Any, name: str) -> str:
+    return next(rule["expr"] for rule in alerts._backup(platform) if rule["alert"] == name)
+
+
+@pytest.mark.parametrize(("job", "namespace", "fires"), [
+    ("journal-drill-29400120", "velero", True), ("restore-drill-29400120", "velero", True),
+    ("journal-drill-29400120", "kubeflow", False), ("janitor-29400120", "velero", False),
+])
+def test_a_failed_journal_drill_alerts_as_a_failed_volume_drill(job: str, namespace: str, fires: bool) -> None:
+    failed = series("kube_job_failed", {"namespace": namespace, "job_name": job, "condition": "true"}, [1])
+    assert bool(evaluate(_drill_alert(platform_of("onprem-lab"), "RestoreDrillFailed"), [failed])) is fires
+
+
+def test_without_pipelines_only_the_volume_drill_is_watched() -> None:
+    raw = raw_platform("onprem-lab")
+    for section in ("pipelines", "models"):
+        raw.pop(section)
+    for team in raw["teams"].values():
+        team.pop("serving", None)
+    expr = _drill_alert(validate(raw, "onprem-lab"), "RestoreDrillFailed")
+    failed = series("kube_job_failed", {"namespace": "velero", "job_name": "journal-drill-1", "condition": "true"}, [1])
+    assert "journal-drill" not in expr and not evaluate(expr, [failed])

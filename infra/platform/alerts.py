@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
 from infra.platform.backup import DRILL
+from infra.platform.kfp.journal_drill import NAME as JOURNAL_DRILL
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
 from infra.spec.observability import RELATIVE_RUNBOOK
@@ -220,10 +221,12 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
     drill = platform.spec.backup.drill
     interval = cron_interval_hours(drill.schedule)
     window = interval + max(1, interval // 4)
-    drill_job = f'namespace="{VELERO.namespace}", cronjob="{DRILL}"'
+    # The volume drill, and with Pipelines the journal drill (infra/platform/kfp/journal_drill.py), on one schedule.
+    drills = "|".join([DRILL, *([JOURNAL_DRILL] if platform.pipelines else [])])
+    drill_job = f'namespace="{VELERO.namespace}", cronjob=~"{drills}"'
     rules += [
         alert("RestoreDrillFailed",
-              f'max by (job_name) (kube_job_failed{{namespace="{VELERO.namespace}", job_name=~"{DRILL}-.*",'
+              f'max by (job_name) (kube_job_failed{{namespace="{VELERO.namespace}", job_name=~"({drills})-.*",'
               ' condition="true"}) == 1',
               "warning", "restore drill {{ $labels.job_name }} failed: backups are not proven restorable"),
         # No success within a drill interval (plus grace), or none since the CronJob was created that long ago.
@@ -231,7 +234,7 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
               f"time() - kube_cronjob_status_last_successful_time{{{drill_job}}} > {window} * 3600"
               f" or (time() - kube_cronjob_created{{{drill_job}}} > {window} * 3600"
               " unless on (namespace, cronjob) kube_cronjob_status_last_successful_time)",
-              "warning", f"no successful restore drill for over {window}h", for_="1h"),
+              "warning", f"no successful {{{{ $labels.cronjob }}}} for over {window}h", for_="1h"),
     ]
     return rules
 
