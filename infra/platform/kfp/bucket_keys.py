@@ -52,8 +52,11 @@ def copy_job(copies: tuple[KeyCopy, ...]) -> dict[str, Any]:
 
 
 def bucket_keys(parent: pulumi.Resource, provider: k8s.Provider, copies: tuple[KeyCopy, ...],
-                team_namespaces: Mapping[str, pulumi.Resource], after: pulumi.Resource) -> None:
-    """The account, its rights in each team's namespaces, the empty Secrets and the copying CronJob."""
+                team_namespaces: Mapping[str, pulumi.Resource], after: pulumi.Resource,
+                declared: frozenset[tuple[str, str]] = frozenset()) -> None:
+    """The account, its rights in each team's namespaces, the empty Secrets and the copying CronJob. A (namespace,
+    Secret) in `declared` is declared by another component (a models namespace's, with KServe's annotations: infra/
+    platform/models/credentials.py): the CronJob patches it the same, the keys being the same."""
     if not copies:
         return
     ns = PIPELINES.namespace
@@ -63,7 +66,7 @@ def bucket_keys(parent: pulumi.Resource, provider: k8s.Provider, copies: tuple[K
     for copy in copies:
         for where, verbs in ((copy.source, ["get"]), *((target, ["patch"]) for target in copy.targets)):
             created = team_namespaces[where]
-            if where != copy.source:
+            if where != copy.source and (where, copy.secret) not in declared:
                 kube_object(f"{where}-{copy.secret}-keys", "v1", "Secret", metadata(copy.secret, where),
                             child_opts(parent, provider, [created], ignore_changes=["data", "stringData"]),
                             type="Opaque")

@@ -32,6 +32,7 @@ from infra.platform.kfp.egress import egress_policies
 from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
 from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
 from infra.platform.kfp.teams import team_objects
+from infra.platform.models.credentials import teams_with_credentials
 from infra.spec import Platform
 from infra.spec.pipelines.model import PipelinesFacts
 from infra.spec.versions import KUBEFLOW_MANIFESTS
@@ -59,6 +60,9 @@ class Pipelines(pulumi.ComponentResource):
         facts = platform.pipelines
         assert facts is not None
         self.facts, self.provider, self.team_namespaces = facts, provider, team_namespaces
+        # The models namespaces' copies of the bucket keys, which the serving layer declares with KServe's annotations
+        self.serving_copies = frozenset((team.namespace, team.credentials)
+                                        for team, _ in teams_with_credentials(platform))
         self.namespace = kustomize_directory("pipelines-namespace", KUBEFLOW_MANIFESTS, NAMESPACE_PATH,
                                              child_opts(self, provider), patches=namespace_patches())
 
@@ -84,7 +88,7 @@ class Pipelines(pulumi.ComponentResource):
             kube_object(f"{PIPELINES.namespace}-{policy}", NETWORKING_API, "NetworkPolicy",
                         metadata(policy, PIPELINES.namespace), child_opts(self, provider, [self.namespace]), spec=spec)
         # rook-ceph: the team bucket's keys copied into the team's other namespaces (their artifact stores read them)
-        bucket_keys(self, provider, facts.key_copies, self.team_namespaces, kfp)
+        bucket_keys(self, provider, facts.key_copies, self.team_namespaces, kfp, self.serving_copies)
         for namespace, created in sorted(self.team_namespaces.items()):
             opts = child_opts(self, provider, [created, kfp])
             for api_version, kind, name, fields in team_objects(facts, namespace):
