@@ -38,6 +38,7 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
+from infra.platform.grafana_sso import grafana_values
 from infra.platform.kfp.observability import NAMESPACE as PIPELINES_NAMESPACE
 from infra.platform.kfp.observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.kfp.observability import objects as pipeline_objects
@@ -166,8 +167,11 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
     if door is not None and facts.grafana:
         # Served by the front door under its path (infra/platform/frontdoor.py): Grafana builds its links from it.
         path = next(ui.path for ui in door.uis if ui.component == "observability")
-        # As environment (the grafana chart's free-form `env`): its grafana.ini defaults list no server.root_url.
-        values["grafana"]["env"] = {"GF_SERVER_ROOT_URL": f"{door.url}{path}", "GF_SERVER_SERVE_FROM_SUB_PATH": "true"}
+        # Sign-in from the gateway's verified token, no password (grafana_sso.py). As environment (the grafana
+        # chart's free-form `env`): its grafana.ini defaults list no server.root_url.
+        values["grafana"].update(grafana_values(door))
+        values["grafana"]["env"].update({"GF_SERVER_ROOT_URL": f"{door.url}{path}",
+                                         "GF_SERVER_SERVE_FROM_SUB_PATH": "true"})
     if managed:
         for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
             values[component] = {"enabled": False}
