@@ -74,10 +74,12 @@ class WebUi:
     roles: Mapping[str, str]
 
 
-# Grafana's basic roles. Teams see their own dashboards (queues, GPU use): the component puts each team's in a
-# folder that only the team's groups may view or edit; platform admins are Grafana admins.
+# Grafana's role per web right, as it signs people in from the token (infra/platform/grafana_sso.py): platform
+# admins are Admin and server admins; team members get no role and are refused, since per-team views (one
+# organization per team) cannot be provisioned in Grafana OSS yet and the one organization shows every team's.
+GRAFANA_REFUSED = "refused"
 GRAFANA = WebUi("grafana", "/grafana/", "observability",
-                MappingProxyType({"read": "Viewer", "edit": "Editor", "admin": "Admin"}))
+                MappingProxyType({"read": GRAFANA_REFUSED, "edit": GRAFANA_REFUSED, "admin": "Admin, server admin"}))
 # Kubeflow Pipelines' UI: it has no roles of its own; the API server asks the cluster whether the user may act in
 # the namespace, which the upstream ClusterRoles kubeflow-pipelines-{view,edit} grant.
 # Pipelines authorizes a person by the RoleBindings the web binder writes: its roles are the web roles.
