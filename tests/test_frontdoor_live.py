@@ -46,8 +46,10 @@ class Gateway:
             return Answer(0, "", "connection refused")
         who = {f"Bearer {TOKEN}": "member", f"Bearer {ADMIN_TOKEN}": "admin"}.get(headers.get("Authorization", ""))
         if who and self.fault != "refuses-token":
-            # Grafana admits platform admins only; Pipelines lists a team member's own namespace only.
-            if who == "member" and "/grafana/" in url and self.fault != "grafana-open":
+            # Grafana answers a member in their team's organization only (onprem-lab: vision is org 4);
+            # Pipelines lists a team member's own namespace only.
+            org = headers.get("X-Grafana-Org-Id")
+            if who == "member" and org not in (None, "4") and self.fault != "grafana-open":
                 return Answer(403, "")
             if who == "member" and "namespace=" in url and not url.endswith("namespace=vision") \
                     and self.fault != "pipelines-open":
@@ -120,15 +122,16 @@ def test_accept_reaches_each_ui_as_the_member_s_rights_say_and_is_refused_anothe
     gateway = Gateway(platform)
     run = _run(platform, gateway)
     summary = front_door(run)
-    assert "reached pipelines" in summary and "Grafana has no per-team views yet" in summary
-    assert run.evidence["reached"] == ["pipelines"] and run.evidence["problems"] == []
-    assert run.evidence["refused"] == ["grafana (platform admins only)", "pipelines runs of nlp",
-                                       "pipelines experiments of nlp"]
-    # The member's own runs were asked for too: a refusal of everything would not pass.
+    assert "reached grafana, pipelines" in summary and "refused: pipelines runs of nlp" in summary
+    assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
+    assert run.evidence["refused"] == ["pipelines runs of nlp", "pipelines experiments of nlp",
+                                       "grafana organization of nlp"]
+    # The member's own runs and organization were asked for too: a refusal of everything would not pass.
     assert any(url.endswith("/runs?namespace=vision") for url, _ in gateway.asked)
+    assert any(headers.get("X-Grafana-Org-Id") == "4" for _, headers in gateway.asked)
 
 
-def test_accept_as_a_platform_admin_reaches_grafana(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_accept_as_a_platform_admin_reaches_every_ui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "admin").write_text(ADMIN_TOKEN)
     monkeypatch.setenv(TOKEN_FILE_ENV, str(tmp_path / "admin"))
     platform = platform_of("onprem-lab")
@@ -139,7 +142,7 @@ def test_accept_as_a_platform_admin_reaches_grafana(tmp_path: Path, monkeypatch:
 
 @pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),
                                               ("open", "without a token was not refused"),
-                                              ("grafana-open", "shows every team's dashboards, not refused"),
+                                              ("grafana-open", r"another team's organization \(nlp\) got HTTP 200"),
                                               ("pipelines-open", r"another team's runs \(nlp\) got HTTP 200")])
 def test_accept_fails_when_the_token_is_refused_or_no_token_is_needed(token: Path, fault: str, says: str) -> None:
     platform = platform_of("onprem-lab")

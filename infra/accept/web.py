@@ -10,8 +10,8 @@ are the person's own and whose are another team's.
 
 - Pipelines: the UI answers; the person's own namespace's runs are listed, another team's runs and experiments are
   refused (the API server's SubjectAccessReview against the web binder's RoleBindings).
-- Grafana: it admits platform admins only (infra/platform/grafana_sso.py), so a team member's token must be refused
-  and a platform admin's served; per-team Grafana views do not exist yet, and the summary says so.
+- Grafana: the person's own team organization answers (`X-Grafana-Org-Id`, infra/platform/grafana/orgs.py), another
+  team's is refused.
 """
 
 from __future__ import annotations
@@ -26,10 +26,13 @@ from typing import Any
 from infra.accept.runner import Failed, Run, Skipped
 from infra.live.frontdoor import Answer, HttpsWeb, Web, refused
 from infra.live.pipelines import API_PATH
+from infra.platform.grafana.orgs import team_orgs
 from infra.spec.frontdoor.web_access import GRAFANA, PIPELINES_UI, FrontDoorFacts
 
 TOKEN_FILE_ENV = "TRAINYARD_WEB_TOKEN_FILE"
 OTHER_TEAM_VIEWS = ("runs", "experiments")  # Pipelines' namespaced lists, asked for another team's namespace
+GRAFANA_ORG_HEADER = "X-Grafana-Org-Id"  # Grafana answers in that organization, if the person is a member
+GRAFANA_SEARCH = "api/search"  # the organization's dashboards
 
 
 def token_from(env: str = TOKEN_FILE_ENV, whose: str = "a team member's") -> str:
@@ -86,6 +89,24 @@ def _pipelines(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list
     return seen, problems
 
 
+def _grafana(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list[tuple[int, str]],
+             others: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+    """(refusals seen, problems): the person's team organization answers, another team's is refused."""
+    seen, problems = [], []
+    url = f"{door.url}{GRAFANA.path}{GRAFANA_SEARCH}"
+    for org, team in own[:1]:
+        answer = web.get(url, {**bearer, GRAFANA_ORG_HEADER: str(org)})
+        if not 200 <= answer.status < 300:
+            problems.append(f"grafana: the person's own organization ({team}) got {_said(answer)}")
+    for org, team in others[:1]:
+        answer = web.get(url, {**bearer, GRAFANA_ORG_HEADER: str(org)})
+        if refused(door, answer):
+            seen.append(f"grafana organization of {team}")
+        else:
+            problems.append(f"grafana: another team's organization ({team}) got {_said(answer)}, not refused")
+    return seen, problems
+
+
 def front_door(run: Run) -> str:
     door = run.platform.front_door
     if door is None or not door.uis:
@@ -101,25 +122,25 @@ def front_door(run: Run) -> str:
     for ui in door.uis:
         url = f"{door.url}{ui.path}"
         signed_in = web.get(url, bearer)
-        expected = admin or ui is not GRAFANA  # Grafana admits platform admins only (grafana_sso.py)
         if 200 <= signed_in.status < 300:
             reached.append(ui.name)
-            if not expected:
-                problems.append(f"grafana: a team member's token got {_said(signed_in)}: it shows every team's "
-                                "dashboards, not refused")
-        elif not expected and refused(door, signed_in):
-            refusals.append("grafana (platform admins only)")
         else:
             problems.append(f"{ui.name}: GET {url} with the token got {_said(signed_in)}")
         if not refused(door, web.get(url, {})):
             problems.append(f"{ui.name}: GET {url} without a token was not refused")
+    checks = []
     if PIPELINES_UI in door.uis and not admin:
-        seen, found = _pipelines(web, door, bearer, own, others)
+        checks.append(_pipelines(web, door, bearer, own, others))
+    if GRAFANA in door.uis and not admin:
+        teams = {team for group in groups for grant in door.grants_of(group) for team in [grant.team] if team}
+        orgs = [(org.id, org.team) for org in team_orgs(run.platform)]
+        checks.append(_grafana(web, door, bearer, [o for o in orgs if o[1] in teams],
+                               [o for o in orgs if o[1] not in teams]))
+    for seen, found in checks:
         refusals += seen
         problems += found
     run.evidence.update({"groups": groups, "reached": reached, "refused": refusals, "problems": problems})
     if problems:
         raise Failed(f"{len(problems)} problem(s): {problems[0]}")
     return (f"signed in with the token, reached {', '.join(reached) or 'nothing'}"
-            f"{'; refused: ' + ', '.join(refusals) if refusals else ''}; without it refused"
-            + ("; Grafana has no per-team views yet (team members are refused)" if GRAFANA in door.uis else ""))
+            f"{'; refused: ' + ', '.join(refusals) if refusals else ''}; without it refused")

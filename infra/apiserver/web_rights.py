@@ -19,8 +19,8 @@ def web_rights_section(door: FrontDoorFacts | None) -> list[str]:
               "in each namespace of the row, expiring with their session (docs/front-door.md). A team's `ci` "
               f"groups get nothing on the web: each team namespace's `trainyard-ci` ServiceAccount holds "
               f"`{WEB_CI_ROLE}` there, used with a token the cluster issues. Grafana signs each person in from the "
-              "verified token itself and admits platform admins only: a team member is refused rather than shown "
-              "every team's dashboards (per-team Grafana organizations are not built yet).", ""]
+              "verified token itself and maps the same groups to its organizations: one per team, holding that "
+              "team's dashboards.", ""]
     rows = [["group", "persona", "team", "right", "namespaces", "web role", *(ui.name for ui in door.uis)]]
     for grant in door.grants:
         where = ", ".join(f"`{ns}`" for ns in grant.namespaces) or "every team's and the platform's"

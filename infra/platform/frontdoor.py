@@ -14,8 +14,9 @@ infra/platform/frontdoor_identity.py).
 - Dex, only when it signs people in (ldap, staticUsers) or brokers Google.
 - Each UI (Grafana today) through a VirtualService under its path, and a NetworkPolicy that lets only the gateway's
   pods reach the UI's port, so a pod inside the cluster cannot call the UI around the gateway with forged headers.
-- Grafana signs people in from the forwarded ID token itself (infra/platform/grafana_sso.py); with the corporate CA,
-  a Certificate in its namespace gives it the CA to trust Dex's keys behind the host.
+- Grafana signs people in from the forwarded ID token itself, each team in its organization
+  (infra/platform/grafana/sso.py, grafana/orgs.py); with the corporate CA, a Certificate in its namespace gives it
+  the CA to trust Dex's keys behind the host.
 
 - Machines: the cluster's ServiceAccount tokens as a second rule of the gateway's RequestAuthentication (the vendored
   `m2m-token-issuer`'s, for the issuer of each cluster kind; the cluster-jwks-proxy where the keys are in-cluster),
@@ -23,8 +24,6 @@ infra/platform/frontdoor_identity.py).
   teams' `trainyard-ci` accounts are accepted (frontdoor_identity.py).
 - Team access on the web: the web binder (web/binder.py), to which every UI request is mirrored.
 - The IngressClass `istio` when cert-manager's ACME http01 solver needs one.
-
-Not built here yet: Grafana's per-team organizations (grafana_sso.py says why).
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ from infra.platform.frontdoor_patches import (
     merge,
     replace_config,
 )
-from infra.platform.grafana_sso import GRAFANA_CA_SECRET, trusts_corporate_ca
+from infra.platform.grafana.sso import GRAFANA_CA_SECRET, trusts_corporate_ca
 from infra.platform.web import binder as web_binder
 from infra.spec import Platform, SpecError
 from infra.spec.frontdoor.web_access import GRAFANA, JWKS_PROXY, FrontDoorFacts, WebUi
@@ -253,7 +252,7 @@ class FrontDoor(pulumi.ComponentResource):
                     spec={"secretName": CERTIFICATE_SECRET, "dnsNames": [facts.spec.host], "issuerRef": issuer_ref})
         if GRAFANA in facts.uis and trusts_corporate_ca(facts):
             # Only for its ca.crt: Grafana reads Dex's keys through the host and must trust the corporate CA
-            # (grafana_sso.py), in its namespace (observability is among `after`).
+            # (grafana/sso.py), in its namespace (observability is among `after`).
             kube_object("front-door-grafana-ca", CERT_MANAGER_API, "Certificate",
                         metadata(GRAFANA_CA_SECRET, MONITORING.namespace), child_opts(self, provider, [issuer, *after]),
                         spec={"secretName": GRAFANA_CA_SECRET, "dnsNames": [facts.spec.host], "issuerRef": issuer_ref})

@@ -74,12 +74,13 @@ class WebUi:
     roles: Mapping[str, str]
 
 
-# Grafana's role per web right, as it signs people in from the token (infra/platform/grafana_sso.py): platform
-# admins are Admin and server admins; team members get no role and are refused, since per-team views (one
-# organization per team) cannot be provisioned in Grafana OSS yet and the one organization shows every team's.
-GRAFANA_REFUSED = "refused"
+# Grafana's role per web right, as it signs people in from the token (infra/platform/grafana/sso.py,
+# grafana/orgs.py): a team's engineers and analysts are Viewers in the team's own organization (its dashboards only,
+# no Explore); platform admins are Admin in every organization and server admins.
+GRAFANA_TEAM_ROLE = "Viewer in the team's organization"
 GRAFANA = WebUi("grafana", "/grafana/", "observability",
-                MappingProxyType({"read": GRAFANA_REFUSED, "edit": GRAFANA_REFUSED, "admin": "Admin, server admin"}))
+                MappingProxyType({"read": GRAFANA_TEAM_ROLE, "edit": GRAFANA_TEAM_ROLE,
+                                  "admin": "Admin in every organization, server admin"}))
 # Kubeflow Pipelines' UI: it has no roles of its own; the API server asks the cluster whether the user may act in
 # the namespace, which the upstream ClusterRoles kubeflow-pipelines-{view,edit} grant.
 # Pipelines authorizes a person by the RoleBindings the web binder writes: its roles are the web roles.

@@ -13,10 +13,8 @@ works any more.
   could forge means nothing to it. (A Grafana pod must resolve the host to the gateway: on kind, `*.localhost`
   resolves to the pod itself, so the local stack's Grafana cannot read Dex's keys yet.)
 - Who gets in: the token's groups decide (`role_attribute_path`, strict). `identity.platformAdmins` are Grafana
-  server admins and Admin of its organization; anyone else is refused (HTTP 403) rather than shown every team's
-  dashboards. Per-team views need one Grafana organization per team, which Grafana OSS cannot provision from files
-  (grafana/grafana#12119; its dashboard and datasource provisioning refuse an organization that does not exist)
-  and team sync is Enterprise-only: not built yet (docs/front-door.md says what is left).
+  server admins; a team's groups are Viewers in the team's own organization (grafana/orgs.py); anyone else gets no
+  role and is refused (HTTP 403).
 - The login form, basic authentication, anonymous access, sign-up and organization creation are off. The chart's
   admin Secret stays (the chart creates its bootstrap user from it) but no HTTP request can present it: the
   gateway refuses a request whose Authorization is not a verified Bearer token, and Grafana accepts no Basic
@@ -70,7 +68,8 @@ def _literal(text: str) -> str:
 
 def role_path(facts: FrontDoorFacts) -> str:
     """The JMESPath Grafana evaluates on the token's claims: GrafanaAdmin for a member of a platform-admin group,
-    otherwise no role (with role_attribute_strict, Grafana then refuses the person). Empty: nobody gets a role."""
+    otherwise no direct role (then only org_mapping places the person; with none, role_attribute_strict refuses).
+    Empty: nobody gets a direct role."""
     admins = sorted(set(facts.platform_admins))
     if not admins:
         return ""
