@@ -48,6 +48,8 @@ class Gateway:
         if who and self.fault != "refuses-token":
             # Grafana answers a member in their team's organization only (onprem-lab: vision is org 4);
             # Pipelines lists a team member's own namespace only.
+            if "X-Trainyard-Grafana-Bootstrap" in headers and self.fault != "bootstrap-open":
+                return Answer(403, "")  # the gateway's header guard
             org = headers.get("X-Grafana-Org-Id")
             if who == "member" and org not in (None, "4") and self.fault != "grafana-open":
                 return Answer(403, "")
@@ -125,7 +127,7 @@ def test_accept_reaches_each_ui_as_the_member_s_rights_say_and_is_refused_anothe
     assert "reached grafana, pipelines" in summary and "refused: pipelines runs of nlp" in summary
     assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
     assert run.evidence["refused"] == ["pipelines runs of nlp", "pipelines experiments of nlp",
-                                       "grafana organization of nlp"]
+                                       "grafana bootstrap header", "grafana organization of nlp"]
     # The member's own runs and organization were asked for too: a refusal of everything would not pass.
     assert any(url.endswith("/runs?namespace=vision") for url, _ in gateway.asked)
     assert any(headers.get("X-Grafana-Org-Id") == "4" for _, headers in gateway.asked)
@@ -143,7 +145,9 @@ def test_accept_as_a_platform_admin_reaches_every_ui(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),
                                               ("open", "without a token was not refused"),
                                               ("grafana-open", r"another team's organization \(nlp\) got HTTP 200"),
-                                              ("pipelines-open", r"another team's runs \(nlp\) got HTTP 200")])
+                                              ("pipelines-open", r"another team's runs \(nlp\) got HTTP 200"),
+                                              ("bootstrap-open", "bootstrap header X-Trainyard-Grafana-Bootstrap "
+                                                                 "got HTTP 200, not refused")])
 def test_accept_fails_when_the_token_is_refused_or_no_token_is_needed(token: Path, fault: str, says: str) -> None:
     platform = platform_of("onprem-lab")
     with pytest.raises(Failed, match=says):

@@ -11,7 +11,7 @@ are the person's own and whose are another team's.
 - Pipelines: the UI answers; the person's own namespace's runs are listed, another team's runs and experiments are
   refused (the API server's SubjectAccessReview against the web binder's RoleBindings).
 - Grafana: the person's own team organization answers (`X-Grafana-Org-Id`, infra/platform/grafana/orgs.py), another
-  team's is refused.
+  team's is refused, and the bootstrap's admin header is refused at the gateway even with the person's token.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from infra.accept.runner import Failed, Run, Skipped
 from infra.live.frontdoor import Answer, HttpsWeb, Web, refused
 from infra.live.pipelines import API_PATH
-from infra.platform.grafana.orgs import team_orgs
+from infra.platform.grafana.orgs import BOOTSTRAP_HEADER, BOOTSTRAP_USER, team_orgs
 from infra.spec.frontdoor.web_access import GRAFANA, PIPELINES_UI, FrontDoorFacts
 
 TOKEN_FILE_ENV = "TRAINYARD_WEB_TOKEN_FILE"
@@ -91,9 +91,15 @@ def _pipelines(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list
 
 def _grafana(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list[tuple[int, str]],
              others: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
-    """(refusals seen, problems): the person's team organization answers, another team's is refused."""
+    """(refusals seen, problems): the person's team organization answers, another team's is refused, and so is the
+    bootstrap's admin header even with the person's valid token (the gateway's header guard)."""
     seen, problems = [], []
     url = f"{door.url}{GRAFANA.path}{GRAFANA_SEARCH}"
+    forged = web.get(url, {**bearer, BOOTSTRAP_HEADER: BOOTSTRAP_USER})
+    if refused(door, forged):
+        seen.append("grafana bootstrap header")
+    else:
+        problems.append(f"grafana: the bootstrap header {BOOTSTRAP_HEADER} got {_said(forged)}, not refused")
     for org, team in own[:1]:
         answer = web.get(url, {**bearer, GRAFANA_ORG_HEADER: str(org)})
         if not 200 <= answer.status < 300:
