@@ -1,6 +1,6 @@
 """Grafana's sign-in behind the front door (infra/platform/grafana/sso.py), on the rendered objects: the identity
 comes from the verified token only, platform admins get in as Grafana admins (team members' organizations:
-tests/test_grafana/orgs.py), no password works, and forged headers are refused at the gateway and ignored by Grafana."""
+tests/test_grafana_orgs.py), no password works, and forged headers are refused at the gateway and ignored by Grafana."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_grafana_signs_in_from_the_verified_token_and_no_password_works(stack: s
     # No password, no form, no anonymous or header-trusting way in.
     assert env["GF_AUTH_BASIC_ENABLED"] == "false" and env["GF_AUTH_DISABLE_LOGIN_FORM"] == "true"
     assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and env["GF_AUTH_JWT_ROLE_ATTRIBUTE_STRICT"] == "true"
-    # The one header-trusting path is the bootstrap's, from inside the pod only (tests/test_grafana/orgs.py).
+    # The one header-trusting path is the bootstrap's, from inside the pod only (tests/test_grafana_orgs.py).
     assert env["GF_AUTH_PROXY_WHITELIST"] == "127.0.0.1"
     assert env["GF_AUTH_PROXY_HEADER_NAME"] not in (USERID_HEADER, GROUPS_HEADER)
     # The chart's sidecars no longer hold a reload URL they could only use with the admin password.
@@ -80,7 +80,7 @@ def test_platform_admins_are_grafana_admins_and_nobody_else(stack: str) -> None:
     team_groups = {g.group for g in facts.grants if g.team}
     assert team_groups
     for group in team_groups - set(facts.platform_admins):
-        # No direct role: a team member's only role is in the team's organization (tests/test_grafana/orgs.py).
+        # No direct role: a team member's only role is in the team's organization (tests/test_grafana_orgs.py).
         assert not isinstance(_role(stack, {claim: [group]}), str), group
     assert not isinstance(_role(stack, {claim: []}), str)
     assert not isinstance(_role(stack, {"other-claim": list(facts.platform_admins)}), str)

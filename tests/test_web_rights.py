@@ -44,7 +44,7 @@ def test_no_analyst_edits_and_no_team_reaches_another_on_the_web(stack: str) -> 
     assert door is not None
     assert [g for g in door.grants if g.persona == "analyst"], "no analyst grant: nothing checked"
     assert violations(platform, door.grants) == []
-    # read is a Viewer in the team's Grafana organization (no edit, no Explore: tests/test_grafana/orgs.py), and the
+    # read is a Viewer in the team's Grafana organization (no edit, no Explore: tests/test_grafana_orgs.py), and the
     # binder's read role for Pipelines (get/list, no create: tests/test_web_binder.py)
     assert {ui.roles["read"] for ui in door.uis} <= {GRAFANA_TEAM_ROLE, "trainyard-web-read"}
 

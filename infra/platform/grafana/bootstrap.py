@@ -25,6 +25,7 @@ HEADER = "X-Trainyard-Grafana-Bootstrap"
 GRAFANA = os.environ.get("GRAFANA_URL", "http://127.0.0.1:3000")
 PLAN = os.environ.get("PLAN_FILE", "/etc/grafana/team-orgs/plan.json")
 WAIT_SECONDS = int(os.environ.get("WAIT_SECONDS", "600"))
+REAPPLY_SECONDS = 3600
 
 
 def call(base: str, header: dict[str, str], method: str, path: str, body: Any = None,
@@ -103,19 +104,21 @@ def bootstrap(base: str, plan: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
-    with open(PLAN, encoding="utf-8") as file:
-        plan = json.load(file)
+    """Until a problem: apply the plan, then again every hour (the ConfigMap's file follows a changed dashboard; a new
+    team changes Grafana's environment, so its pod restarts). A problem ends the container: it restarts, visibly."""
     if not wait_for(GRAFANA, WAIT_SECONDS):
         print(f"grafana at {GRAFANA} did not answer in {WAIT_SECONDS}s", file=sys.stderr)
         return 1
-    problems = bootstrap(GRAFANA, plan)
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    if problems:
-        return 1
-    print(f"{len(plan['orgs'])} team organization(s) ready")
-    while True:  # a sidecar that exits is restarted: stay, the work is done
-        time.sleep(3600)
+    while True:
+        with open(PLAN, encoding="utf-8") as file:
+            plan = json.load(file)
+        problems = bootstrap(GRAFANA, plan)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            return 1
+        print(f"{len(plan['orgs'])} team organization(s) ready")
+        time.sleep(REAPPLY_SECONDS)
 
 
 if __name__ == "__main__":
