@@ -3,6 +3,8 @@ client) and, for the HTTP client itself, a real server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -19,7 +21,15 @@ from infra.live.frontdoor import Answer, HttpsWeb, front_door_findings, to_sign_
 from infra.spec import Platform
 from tests.conftest import STACKS, platform_of
 
-TOKEN = "team-member-id-token"
+
+def _jwt(claims: dict[str, Any]) -> str:
+    """An unsigned JWT-shaped token: the fake gateway, not the check, would verify it."""
+    part = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"e30.{part}.c2ln"
+
+
+TOKEN = _jwt({"email": "ada@example.com", "groups": ["vision-eng"]})  # onprem-lab's vision engineers
+ADMIN_TOKEN = _jwt({"email": "root@example.com", "groups": ["platform-admins"]})
 
 
 class Gateway:
@@ -34,7 +44,18 @@ class Gateway:
         self.asked.append((url, dict(headers)))
         if self.fault == "down":
             return Answer(0, "", "connection refused")
-        if headers.get("Authorization") == f"Bearer {TOKEN}" and self.fault != "refuses-token":
+        who = {f"Bearer {TOKEN}": "member", f"Bearer {ADMIN_TOKEN}": "admin"}.get(headers.get("Authorization", ""))
+        if who and self.fault != "refuses-token":
+            # Grafana answers a member in their team's organization only (onprem-lab: vision is org 4);
+            # Pipelines lists a team member's own namespace only.
+            if "X-Trainyard-Grafana-Bootstrap" in headers and self.fault != "bootstrap-open":
+                return Answer(403, "")  # the gateway's header guard
+            org = headers.get("X-Grafana-Org-Id")
+            if who == "member" and org not in (None, "4") and self.fault != "grafana-open":
+                return Answer(403, "")
+            if who == "member" and "namespace=" in url and not url.endswith("namespace=vision") \
+                    and self.fault != "pipelines-open":
+                return Answer(403, "")
             return Answer(200, "")
         if self.fault == "trusts-header" and USERID_HEADER in headers:
             return Answer(200, "")
@@ -98,16 +119,35 @@ def token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_accept_reaches_each_ui_with_the_token_and_says_what_it_cannot_refuse(token: Path) -> None:
+def test_accept_reaches_each_ui_as_the_member_s_rights_say_and_is_refused_another_team_s_views(token: Path) -> None:
+    platform = platform_of("onprem-lab")
+    gateway = Gateway(platform)
+    run = _run(platform, gateway)
+    summary = front_door(run)
+    assert "reached grafana, pipelines" in summary and "refused: pipelines runs of nlp" in summary
+    assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
+    assert run.evidence["refused"] == ["pipelines runs of nlp", "pipelines experiments of nlp",
+                                       "grafana bootstrap header", "grafana organization of nlp"]
+    # The member's own runs and organization were asked for too: a refusal of everything would not pass.
+    assert any(url.endswith("/runs?namespace=vision") for url, _ in gateway.asked)
+    assert any(headers.get("X-Grafana-Org-Id") == "4" for _, headers in gateway.asked)
+
+
+def test_accept_as_a_platform_admin_reaches_every_ui(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "admin").write_text(ADMIN_TOKEN)
+    monkeypatch.setenv(TOKEN_FILE_ENV, str(tmp_path / "admin"))
     platform = platform_of("onprem-lab")
     run = _run(platform, Gateway(platform))
-    summary = front_door(run)
-    assert "reached grafana" in summary and "Grafana has no per-team view yet" in summary
-    assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
+    front_door(run)
+    assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["refused"] == []
 
 
 @pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),
-                                              ("open", "without a token got HTTP 200, not refused")])
+                                              ("open", "without a token was not refused"),
+                                              ("grafana-open", r"another team's organization \(nlp\) got HTTP 200"),
+                                              ("pipelines-open", r"another team's runs \(nlp\) got HTTP 200"),
+                                              ("bootstrap-open", "bootstrap header X-Trainyard-Grafana-Bootstrap "
+                                                                 "got HTTP 200, not refused")])
 def test_accept_fails_when_the_token_is_refused_or_no_token_is_needed(token: Path, fault: str, says: str) -> None:
     platform = platform_of("onprem-lab")
     with pytest.raises(Failed, match=says):

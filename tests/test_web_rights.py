@@ -10,7 +10,7 @@ import pytest
 from infra.apiserver.rbac import access_matrix
 from infra.apiserver.web_rights import web_rights_section
 from infra.spec import Platform
-from infra.spec.frontdoor.web_access import WebGrant
+from infra.spec.frontdoor.web_access import GRAFANA_TEAM_ROLE, WebGrant
 from tests.conftest import STACKS, capture_of, platform_of
 
 
@@ -44,9 +44,9 @@ def test_no_analyst_edits_and_no_team_reaches_another_on_the_web(stack: str) -> 
     assert door is not None
     assert [g for g in door.grants if g.persona == "analyst"], "no analyst grant: nothing checked"
     assert violations(platform, door.grants) == []
-    # read is Grafana's Viewer, which cannot edit dashboards, and the binder's read role for Pipelines (get/list,
-    # no create: tests/test_web_binder.py)
-    assert {ui.roles["read"] for ui in door.uis} <= {"Viewer", "trainyard-web-read"}
+    # read is a Viewer in the team's Grafana organization (no edit, no Explore: tests/test_grafana_orgs.py), and the
+    # binder's read role for Pipelines (get/list, no create: tests/test_web_binder.py)
+    assert {ui.roles["read"] for ui in door.uis} <= {GRAFANA_TEAM_ROLE, "trainyard-web-read"}
 
 
 def test_the_rules_fail_an_analyst_that_edits_or_a_grant_in_another_team() -> None:

@@ -18,8 +18,9 @@ def web_rights_section(door: FrontDoorFacts | None) -> list[str]:
               "group, so the web binder gives each signed-in member of a group a RoleBinding of the web role below "
               "in each namespace of the row, expiring with their session (docs/front-door.md). A team's `ci` "
               f"groups get nothing on the web: each team namespace's `trainyard-ci` ServiceAccount holds "
-              f"`{WEB_CI_ROLE}` there, used with a token the cluster issues. Grafana does not read the identity "
-              "yet: its roles below are the intended ones, and today every signed-in person reaches all of it.", ""]
+              f"`{WEB_CI_ROLE}` there, used with a token the cluster issues. Grafana signs each person in from the "
+              "verified token itself and maps the same groups to its organizations: one per team, holding that "
+              "team's dashboards.", ""]
     rows = [["group", "persona", "team", "right", "namespaces", "web role", *(ui.name for ui in door.uis)]]
     for grant in door.grants:
         where = ", ".join(f"`{ns}`" for ns in grant.namespaces) or "every team's and the platform's"

@@ -178,3 +178,12 @@ def dashboards(platform: Platform) -> dict[str, str]:
              "trainyard-dashboard-usage": usage_dashboard(platform),
              "trainyard-dashboard-backups": backup_dashboard(platform)}
     return {name: json.dumps(board, sort_keys=True, indent=1) for name, board in built.items()}
+
+
+def team_dashboards(platform: Platform, queue: str, team: str) -> list[dict[str, Any]]:
+    """A team's own views, for its Grafana organization (grafana/orgs.py): its queue and its GPU usage, with the
+    `team` variable fixed to it (a hidden constant: the organization holds no other team's)."""
+    boards = [(queue_dashboard(platform), queue), (usage_dashboard(platform), team)]
+    for board, value in boards:
+        board["templating"]["list"] = [{"name": "team", "type": "constant", "query": value, "hide": 2}]
+    return [board for board, _ in boards]

@@ -14,6 +14,9 @@ infra/platform/frontdoor_identity.py).
 - Dex, only when it signs people in (ldap, staticUsers) or brokers Google.
 - Each UI (Grafana today) through a VirtualService under its path, and a NetworkPolicy that lets only the gateway's
   pods reach the UI's port, so a pod inside the cluster cannot call the UI around the gateway with forged headers.
+- Grafana signs people in from the forwarded ID token itself, each team in its organization
+  (infra/platform/grafana/sso.py, grafana/orgs.py); with the corporate CA, a Certificate in its namespace gives it
+  the CA to trust Dex's keys behind the host.
 
 - Machines: the cluster's ServiceAccount tokens as a second rule of the gateway's RequestAuthentication (the vendored
   `m2m-token-issuer`'s, for the issuer of each cluster kind; the cluster-jwks-proxy where the keys are in-cluster),
@@ -21,8 +24,6 @@ infra/platform/frontdoor_identity.py).
   teams' `trainyard-ci` accounts are accepted (frontdoor_identity.py).
 - Team access on the web: the web binder (web/binder.py), to which every UI request is mirrored.
 - The IngressClass `istio` when cert-manager's ACME http01 solver needs one.
-
-Not built here yet: Grafana's own sign-in from the token.
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ from infra.platform.frontdoor_patches import (
     merge,
     replace_config,
 )
+from infra.platform.grafana.sso import GRAFANA_CA_SECRET, trusts_corporate_ca
 from infra.platform.web import binder as web_binder
 from infra.spec import Platform, SpecError
-from infra.spec.frontdoor.web_access import JWKS_PROXY, FrontDoorFacts, WebUi
+from infra.spec.frontdoor.web_access import GRAFANA, JWKS_PROXY, FrontDoorFacts, WebUi
 from infra.spec.versions import KUBECTL_IMAGE, KUBEFLOW_MANIFESTS
 from infra.vocabulary import NAME_LABEL
 
@@ -225,7 +227,7 @@ class FrontDoor(pulumi.ComponentResource):
         signed_in = [oauth2]
         if facts.dex:
             signed_in.append(directory("dex", "common/dex/overlays/oauth2-proxy", [istio], dex_patches(facts)))
-        self._certificate(cluster_issuer(platform, facts), facts, provider, certs, istio_ns)
+        self._certificate(cluster_issuer(platform, facts), facts, provider, certs, istio_ns, after)
         self._secrets(facts, provider, secret, signed_in)
         binder = bool(facts.team_namespaces)
         if binder:
@@ -238,16 +240,22 @@ class FrontDoor(pulumi.ComponentResource):
                                "uis": {ui.name: f"{facts.url}{ui.path}" for ui in facts.uis}})
 
     def _certificate(self, spec: dict[str, Any] | None, facts: FrontDoorFacts, provider: k8s.Provider,
-                     certs: pulumi.Resource, istio_ns: pulumi.Resource) -> None:
+                     certs: pulumi.Resource, istio_ns: pulumi.Resource, after: list[pulumi.Resource]) -> None:
         if spec is None:
             return
         opts = child_opts(self, provider, [certs])
         issuer = kube_object("front-door-issuer", CERT_MANAGER_API, "ClusterIssuer", metadata(ISSUER), opts,
                              spec=spec)
+        issuer_ref = {"kind": "ClusterIssuer", "name": ISSUER, "group": "cert-manager.io"}
         kube_object("front-door-certificate", CERT_MANAGER_API, "Certificate",
                     metadata(CERTIFICATE_SECRET, ISTIO.namespace), child_opts(self, provider, [issuer, istio_ns]),
-                    spec={"secretName": CERTIFICATE_SECRET, "dnsNames": [facts.spec.host],
-                          "issuerRef": {"kind": "ClusterIssuer", "name": ISSUER, "group": "cert-manager.io"}})
+                    spec={"secretName": CERTIFICATE_SECRET, "dnsNames": [facts.spec.host], "issuerRef": issuer_ref})
+        if GRAFANA in facts.uis and trusts_corporate_ca(facts):
+            # Only for its ca.crt: Grafana reads Dex's keys through the host and must trust the corporate CA
+            # (grafana/sso.py), in its namespace (observability is among `after`).
+            kube_object("front-door-grafana-ca", CERT_MANAGER_API, "Certificate",
+                        metadata(GRAFANA_CA_SECRET, MONITORING.namespace), child_opts(self, provider, [issuer, *after]),
+                        spec={"secretName": GRAFANA_CA_SECRET, "dnsNames": [facts.spec.host], "issuerRef": issuer_ref})
 
     def _secrets(self, facts: FrontDoorFacts, provider: k8s.Provider, secret: pulumi.Output[str] | None,
                  signed_in: list[pulumi.Resource]) -> None:

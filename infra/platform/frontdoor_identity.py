@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from infra.components import DEX, GATEWAY_POD_LABELS, GROUPS_HEADER, OAUTH2_PROXY, USERID_HEADER
+from infra.platform.grafana.bootstrap import HEADER as BOOTSTRAP_HEADER
 from infra.spec import SpecError
 from infra.spec.frontdoor.web_access import DEX_PATH, OAUTH2_CALLBACK, FrontDoorFacts
 from infra.spec.input.keys import STATIC_USER_HASHES_KEY
@@ -216,12 +217,15 @@ def jwt_rules(facts: FrontDoorFacts) -> list[dict[str, Any]]:
 def header_guard(facts: FrontDoorFacts) -> dict[str, Any]:
     """A DENY policy for the gateway. Envoy writes an identity header only from a claim the token carries, so a
     verified token without that claim (a ServiceAccount token has no `groups`; an OIDC provider may omit it for a
-    user in no group) would let a client-sent header through: such a request is refused. Machine tokens are
-    accepted only for the teams' CI accounts: any other ServiceAccount of the cluster is refused here."""
+    user in no group) would let a client-sent header through: such a request is refused. So is Grafana's bootstrap
+    header (grafana/orgs.py). Machine tokens are accepted only for the teams' CI accounts: any other ServiceAccount
+    of the cluster is refused here."""
     rules = [{"from": [{"source": {"requestPrincipals": [f"{rule['issuer']}/*"]}}],
               "when": [{"key": f"request.headers[{mapping['header']}]", "values": ["*"]},
                        {"key": f"request.auth.claims[{mapping['claim']}]", "notValues": ["*"]}]}
              for rule in jwt_rules(facts) for mapping in rule["outputClaimToHeaders"]]
+    # Grafana's bootstrap header is for its own pod (accepted from 127.0.0.1 only): nobody sends it from outside.
+    rules.append({"when": [{"key": f"request.headers[{BOOTSTRAP_HEADER.lower()}]", "values": ["*"]}]})
     issuer = facts.machine_issuer
     if issuer is not None:
         accounts = [f"{issuer.issuer}/system:serviceaccount:{ns}:{sa}" for ns, sa in facts.machine_accounts]

@@ -38,6 +38,9 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
+from infra.platform.grafana.orgs import CONFIGMAP as GRAFANA_ORGS_CONFIGMAP
+from infra.platform.grafana.orgs import configmap_data as grafana_orgs_data
+from infra.platform.grafana.orgs import front_door_values
 from infra.platform.kfp.observability import NAMESPACE as PIPELINES_NAMESPACE
 from infra.platform.kfp.observability import ksm_pod_labels, pipeline_dashboards, pipeline_rules
 from infra.platform.kfp.observability import objects as pipeline_objects
@@ -166,8 +169,12 @@ def chart_values(platform: Platform, remote_write: RemoteWrite | None = None,
     if door is not None and facts.grafana:
         # Served by the front door under its path (infra/platform/frontdoor.py): Grafana builds its links from it.
         path = next(ui.path for ui in door.uis if ui.component == "observability")
-        # As environment (the grafana chart's free-form `env`): its grafana.ini defaults list no server.root_url.
-        values["grafana"]["env"] = {"GF_SERVER_ROOT_URL": f"{door.url}{path}", "GF_SERVER_SERVE_FROM_SUB_PATH": "true"}
+        # Sign-in from the gateway's verified token, no password, each team in its organization (grafana/sso.py,
+        # grafana/orgs.py). As environment (the grafana chart's free-form `env`): its grafana.ini defaults list no
+        # server.root_url.
+        values["grafana"].update(front_door_values(platform))
+        values["grafana"]["env"].update({"GF_SERVER_ROOT_URL": f"{door.url}{path}",
+                                         "GF_SERVER_SERVE_FROM_SUB_PATH": "true"})
     if managed:
         for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
             values[component] = {"enabled": False}
@@ -223,6 +230,10 @@ class Observability(pulumi.ComponentResource):
             secrets.append(kube_object(
                 "grafana-admin", "v1", "Secret", metadata(GRAFANA_SECRET, NAMESPACE), in_ns,
                 stringData={"admin-user": "admin", "admin-password": pulumi.Output.secret(grafana_password)}))
+        if platform.front_door is not None and platform.observability.grafana:  # mounted in Grafana's pod
+            secrets.append(kube_object("grafana-team-orgs", "v1", "ConfigMap",
+                                       metadata(GRAFANA_ORGS_CONFIGMAP, NAMESPACE), in_ns,
+                                       data=grafana_orgs_data(platform)))
         self.chart = helm_chart(RELEASE, KUBE_PROMETHEUS_STACK_CHART, NAMESPACE,
                                 chart_values(platform, remote_write, identity),
                                 child_opts(self, provider, depends_on=[ns, node_ns, *secrets]))

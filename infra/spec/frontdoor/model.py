@@ -72,6 +72,13 @@ def https_url_problem(value: str) -> str | None:
 
 
 
+def optional_https(value: str | None) -> str | None:
+    """An optional URL's check: absent, or https."""
+    if value is not None:
+        refuse(value, https_url_problem(value))
+    return value
+
+
 def refuse(value: str, problem: str | None) -> None:
     """A validator's refusal of `value` for the problem a *_problem function found, if any."""
     if problem:
@@ -146,12 +153,15 @@ class Oidc(Strict):
     """An OIDC provider oauth2-proxy signs people in with directly, no Dex (Entra ID, Okta, ...): its issuer URL,
     the client id of the web application registered there (its secret: the key trainyard:oidcClientSecret),
     the claim carrying the user's groups (as `teams.<team>.groups` name them) and the one carrying the user name.
-    Register https://<host>/oauth2/callback as the application's redirect URI."""
+    Register https://<host>/oauth2/callback as the application's redirect URI. `jwksUri`: the provider's keys (the
+    `jwks_uri` of <issuerUrl>/.well-known/openid-configuration), which Grafana verifies the ID token with; required
+    when the stack runs Grafana (Grafana reads no discovery document)."""
 
     issuer_url: str = Field(alias="issuerUrl")
     client_id: str = Field(alias="clientId", pattern=r"^\S+$")
     groups_claim: str = Field(default="groups", alias="groupsClaim", pattern=r"^\S+$")
     username_claim: str = Field(default="email", alias="usernameClaim", pattern=r"^\S+$")
+    jwks_uri: str | None = Field(default=None, alias="jwksUri")
 
     @field_validator("issuer_url")
     @classmethod
@@ -161,6 +171,11 @@ class Oidc(Strict):
             raise ValueError(f"'{value}': Google's ID tokens carry no groups, so no team group would reach a UI: "
                              "use identityProvider.google (Dex reads the groups from the Workspace directory)")
         return value
+
+    @field_validator("jwks_uri")
+    @classmethod
+    def _jwks(cls, value: str | None) -> str | None:
+        return optional_https(value)
 
 
 class Google(Strict):
@@ -349,9 +364,7 @@ class ServiceAccountIssuer(Strict):
     @field_validator("jwks_uri")
     @classmethod
     def _jwks(cls, value: str | None) -> str | None:
-        if value is not None:
-            refuse(value, https_url_problem(value))
-        return value
+        return optional_https(value)
 
 
 class FrontDoorSpec(Strict):

@@ -74,10 +74,13 @@ class WebUi:
     roles: Mapping[str, str]
 
 
-# Grafana's basic roles. Teams see their own dashboards (queues, GPU use): the component puts each team's in a
-# folder that only the team's groups may view or edit; platform admins are Grafana admins.
+# Grafana's role per web right, as it signs people in from the token (infra/platform/grafana/sso.py,
+# grafana/orgs.py): a team's engineers and analysts are Viewers in the team's own organization (its dashboards only,
+# no Explore); platform admins are Admin in every organization and server admins.
+GRAFANA_TEAM_ROLE = "Viewer in the team's organization"
 GRAFANA = WebUi("grafana", "/grafana/", "observability",
-                MappingProxyType({"read": "Viewer", "edit": "Editor", "admin": "Admin"}))
+                MappingProxyType({"read": GRAFANA_TEAM_ROLE, "edit": GRAFANA_TEAM_ROLE,
+                                  "admin": "Admin in every organization, server admin"}))
 # Kubeflow Pipelines' UI: it has no roles of its own; the API server asks the cluster whether the user may act in
 # the namespace, which the upstream ClusterRoles kubeflow-pipelines-{view,edit} grant.
 # Pipelines authorizes a person by the RoleBindings the web binder writes: its roles are the web roles.
