@@ -98,9 +98,10 @@ class SimulatedCluster:
                                          "status": {"conditions": [_cond("Active")]}})
         for ns in ("velero", *(n for t in platform.teams for n in t.namespaces)):
             put("", "namespaces", {"metadata": {"name": ns}})
-        put("batch", "cronjobs", {"metadata": {"name": "restore-drill", "namespace": "velero"}, "spec": {
-            "schedule": "0 5 * * 6", "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never", "containers": [{"name": "run", "image": "kubectl"}]}}}}}})
+        for drill in ("restore-drill", *(("journal-drill",) if platform.pipelines else ())):
+            put("batch", "cronjobs", {"metadata": {"name": drill, "namespace": "velero"}, "spec": {
+                "schedule": "0 5 * * 6", "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "run", "image": "kubectl"}]}}}}}})
 
     def _seed_prerequisites(self) -> None:
         """What the site or the cloud provides (verify's prerequisite reads) and Prometheus' scrape targets."""
@@ -347,24 +348,32 @@ class SimulatedCluster:
             self.store.delete("", "pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
 
     def _drill(self) -> None:
+        """Each drill Job in velero: a pod on the first step, its verdict on the next (fault `drill_fails`: the
+        volume drill fails, `journal_drill_fails`: the journal drill)."""
         for job in self.store.list("batch", "jobs", "velero"):
             if job.get("status", {}).get("conditions"):
                 continue
             name = job["metadata"]["name"]
-            if not self.store.list("", "pods", "velero"):
-                self.store.put("", "pods", {"metadata": {"name": f"{name}-x1", "namespace": "velero",
+            pod = f"{name}-x1"
+            if not any(p["metadata"]["name"] == pod for p in self.store.list("", "pods", "velero")):
+                self.store.put("", "pods", {"metadata": {"name": pod, "namespace": "velero",
                                                          "labels": {"job-name": name}},
                                             "spec": {"containers": [{"name": "run"}]}, "status": {"phase": "Running"}})
                 continue
-            if "drill_fails" in self.faults:
-                self.api.logs[("velero", f"{name}-x1")] = [
+            journal = name.startswith("journal-drill")
+            if ("journal_drill_fails" if journal else "drill_fails") in self.faults:
+                self.api.logs[("velero", pod)] = [
+                    "drill drill-20261130-120000 FAILED: run 5f0c (started before the backup) is not in the restored "
+                    "mlpipeline.run_details" if journal else
                     "drill drill-20261130-120000 FAILED: restore ended PartiallyFailed (0 errors, 2 warnings)"]
                 _set(job, _cond("Failed", reason="BackoffLimitExceeded"))
             else:
-                self.api.logs[("velero", f"{name}-x1")] = [
+                self.api.logs[("velero", pod)] = [
+                    "journal drill drill-20261130-120000 passed: backup daily-20261130020000 restored in 95s; the "
+                    "journal holds 12 runs; run 5f0c is in mlpipeline.run_details and ML Metadata" if journal else
                     "drill drill-20261130-120000 passed: backup daily-20261130020000 (completed "
                     "2026-11-30T02:10:00Z, 10h old) restored in 312s; markers of " + " ".join(
-                    f"{s}={d}" for s, d in self.platform.backup.drill_namespaces.items()) + " verified"]
+                        f"{s}={d}" for s, d in self.platform.backup.drill_namespaces.items()) + " verified"]
                 _set(job, _cond("Complete"))
 
     def step(self) -> None:

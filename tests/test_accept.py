@@ -71,8 +71,9 @@ def test_every_default_check_passes_on_a_cluster_that_behaves(cluster: Any, tmp_
     sim = cluster("local")
     code, report, clock = run(sim, tmp_path)
     assert code == PASSED, report
-    assert [c["name"] for c in report["checks"]] == ["end-to-end", "gang", "checkpoint", "restore-drill", "access",
-                                                     "front-door", "pipeline", "serve", "rollback"]
+    assert [c["name"] for c in report["checks"]] == ["end-to-end", "gang", "checkpoint", "restore-drill",
+                                                     "journal-drill", "access", "front-door", "pipeline", "serve",
+                                                     "rollback"]
     assert {c["status"] for c in report["checks"][:-4]} == {"passed"}
     assert result(report, "front-door")["status"] == "skipped"  # no token given (tests/test_frontdoor_live.py)
     assert result(report, "pipeline")["status"] == "skipped"  # no pipelines declared (tests/test_accept_pipeline.py)
@@ -89,7 +90,7 @@ def test_every_default_check_passes_on_a_cluster_that_behaves(cluster: Any, tmp_
     assert any("Admitted=True" in line for line in e2e["e2e-torch-gpu"]["conditions"])
     assert e2e["e2e-torch-gpu"]["flavors"] == {"node": {"gpu": "gpu"}}
     markdown = (tmp_path / "report" / "acceptance-local.md").read_text()
-    assert "| end-to-end | PASS |" in markdown and "Result: 5 passed, 0 failed, 4 skipped." in markdown
+    assert "| end-to-end | PASS |" in markdown and "Result: 6 passed, 0 failed, 4 skipped." in markdown
 
 
 def test_the_run_namespace_is_labelled_as_the_team_and_queued_on_its_cluster_queue(cluster: Any,
@@ -255,6 +256,41 @@ def test_a_missing_drill_cronjob_fails_the_drill(cluster: Any, tmp_path: Path) -
     code, report, _ = run(sim, tmp_path, only=["restore-drill"])
     assert code == FAILED
     assert result(report, "restore-drill")["summary"].startswith("CronJob velero/restore-drill not found")
+
+
+def test_the_journal_drill_runs_on_demand_and_reports_the_run_it_found(cluster: Any, tmp_path: Path) -> None:
+    code, report, _ = run(cluster("local"), tmp_path, only=["journal-drill", "restore-drill"])
+    assert code == PASSED, report
+    journal = result(report, "journal-drill")
+    assert journal["status"] == "passed" and "run 5f0c is in mlpipeline.run_details and ML Metadata" in \
+        journal["summary"]
+    assert journal["evidence"]["job"].startswith("velero/journal-drill-accept-")
+
+
+def test_a_failed_journal_drill_fails_alone_with_its_last_log_line(cluster: Any, tmp_path: Path) -> None:
+    code, report, _ = run(cluster("local", "journal_drill_fails"), tmp_path, only=["journal-drill", "restore-drill"])
+    assert code == FAILED
+    assert result(report, "journal-drill")["summary"] == (
+        "the drill Job failed: drill drill-20261130-120000 FAILED: run 5f0c (started before the backup) is not in "
+        "the restored mlpipeline.run_details")
+    assert result(report, "restore-drill")["status"] == "passed"
+
+
+def test_the_journal_drill_is_skipped_without_pipelines_and_fails_without_its_cronjob(cluster: Any,
+                                                                                     tmp_path: Path) -> None:
+    sim = cluster("local")
+    sim.store.delete("batch", "cronjobs", "velero", "journal-drill")
+    code, report, _ = run(sim, tmp_path, only=["journal-drill"])
+    assert code == FAILED
+    assert result(report, "journal-drill")["summary"].startswith("CronJob velero/journal-drill not found")
+    raw = raw_platform("local")
+    for section in ("pipelines", "models"):
+        raw.pop(section)
+    for team in raw["teams"].values():
+        team.pop("serving", None)
+    bare = SimulatedCluster(validate(raw, "local"), capture_of("local"))
+    assert bare.store.list("batch", "cronjobs", "velero") and not any(
+        c["metadata"]["name"] == "journal-drill" for c in bare.store.list("batch", "cronjobs", "velero"))
 
 
 def test_a_failed_restore_drill_fails_with_its_last_log_line(cluster: Any, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Checks of the platform's own machinery: the restore drill on demand, and each persona's access as the access
+"""Checks of the platform's own machinery: the restore drills on demand, and each persona's access as the access
 matrix states it."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from infra.accept.status import condition
 from infra.apiserver.rbac import CLUSTER, NAMESPACED, PERSONA_LABEL, grants
 from infra.offline.plan import objects
 from infra.platform.backup import DRILL, NAMESPACE
+from infra.platform.kfp.journal_drill import NAME as JOURNAL_DRILL
 
 # Rights no tenant persona holds whatever its roles (the matrix grants none of them; checked below anyway):
 # (verb, API group, resource, where: "own" namespace, "other" team's namespace or "" for cluster scope).
@@ -22,16 +23,30 @@ PLATFORM_ADMIN = "platform-admin"
 
 
 def restore_drill(run: Run) -> str:
-    """The restore-drill CronJob, started now as a Job (what `kubectl create job --from=cronjob/...` does)."""
-    cron = run.kube.cronjob(NAMESPACE, DRILL)
+    """The restore-drill CronJob (the volumes' markers), started now as a Job."""
+    return _drill_now(run, DRILL)
+
+
+def journal_drill(run: Run) -> str:
+    """The journal-drill CronJob (the newest run before the backup, in the restored Pipelines journal: infra/
+    platform/kfp/journal_drill.py), started now as a Job, on a stack with Pipelines."""
+    if run.platform.pipelines is None:
+        raise Skipped("the stack declares no pipelines: no journal to drill")
+    return _drill_now(run, JOURNAL_DRILL)
+
+
+def _drill_now(run: Run, cronjob: str) -> str:
+    """A drill's CronJob, started now as a Job (what `kubectl create job --from=cronjob/...` does); its last log
+    line is the drill's verdict."""
+    cron = run.kube.cronjob(NAMESPACE, cronjob)
     if cron is None:
-        raise Failed(f"CronJob {NAMESPACE}/{DRILL} not found: is the backup component deployed?")
-    name = f"{DRILL}-accept-{run.stamp}"
+        raise Failed(f"CronJob {NAMESPACE}/{cronjob} not found: is the backup component deployed?")
+    name = f"{cronjob}-accept-{run.stamp}"
     run.kube.create(NAMESPACE, {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": NAMESPACE,
                      "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
-                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": DRILL,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": cronjob,
                                           "uid": cron["metadata"]["uid"], "controller": True}]},
         "spec": cron["spec"]["jobTemplate"]["spec"]})
     run.evidence["job"] = f"{NAMESPACE}/{name}"

@@ -37,6 +37,9 @@ def checks(platform: Platform) -> tuple[Check, ...]:
               "a pod of a running job is deleted; its replacement resumes from the saved step"),
         Check("restore-drill", platform_checks.restore_drill, drill,
               "the restore-drill CronJob, started as a Job now, succeeds"),
+        Check("journal-drill", platform_checks.journal_drill, drill,
+              "with Pipelines: the journal-drill CronJob, started as a Job now, succeeds (the newest run from before "
+              "the backup is in the restored journal)"),
         Check("access", platform_checks.access, 10 * 60,
               "each persona's identity, impersonated, can and cannot do what the access matrix says"),
         Check("front-door", web.front_door, 5 * 60,
