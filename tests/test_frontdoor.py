@@ -4,10 +4,12 @@ outside sidecar injection, its needs in the prerequisites model, and no upstream
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 
 from infra.apiserver.selectors import matches_selector
 from infra.checks.context import Context
@@ -20,7 +22,7 @@ from infra.platform.frontdoor import GRAFANA_POD_LABELS, GRAFANA_PORT, cluster_i
 from infra.spec import SpecError, validate
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, PLATFORM_KEY
 from infra.vocabulary import NAME_LABEL, TEAM_LABEL, pod_templates
-from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform
+from tests.conftest import ROOT, STACKS, capture_of, kube_objects, platform_of, raw_platform
 
 Obj = dict[str, Any]
 WEB_FACING = ("LoadBalancer", "NodePort")
@@ -65,6 +67,35 @@ def test_the_gateway_is_the_one_web_facing_entry(stack: str) -> None:
     assert entries == [("Service", ISTIO.namespace, "istio-ingressgateway")]
     service = next(s for s in kube_objects(capture_of(stack), "Service") if _meta(s)[1] == "istio-ingressgateway")
     assert service["spec"]["type"] == ("NodePort" if stack == "local" else "LoadBalancer")
+
+
+def _gateway_service(stack: str) -> Obj:
+    return next(s for s in kube_objects(capture_of(stack), "Service") if _meta(s)[1] == "istio-ingressgateway")
+
+
+def test_a_laptops_gateway_keeps_every_port_on_the_node_ports_and_address_kind_maps() -> None:
+    """local's gateway Service is the cloud stacks' but for its type, node ports and fixed address: the node ports are
+    those docs/kind-trainyard.yaml maps to the laptop's 80 and 443, the address is in the service range it states,
+    among the 256 addresses kept for fixed ones, and Grafana's pods resolve the front door's host to it."""
+    laptop, cloud = _gateway_service("local")["spec"], _gateway_service("aws-prod")["spec"]
+    assert [{k: v for k, v in p.items() if k != "nodePort"} for p in laptop["ports"]] == cloud["ports"]
+    kind = yaml.safe_load((ROOT / "docs" / "kind-trainyard.yaml").read_text(encoding="utf-8"))
+    mapped = {m["containerPort"]: m["hostPort"] for node in kind["nodes"] for m in node.get("extraPortMappings", [])}
+    assert {p["port"]: mapped.get(p.get("nodePort")) for p in laptop["ports"] if p["name"] != "status-port"} == \
+        {80: 80, 443: 443}
+    address, services = ipaddress.ip_address(laptop["clusterIP"]), ipaddress.ip_network(kind["networking"][
+        "serviceSubnet"])
+    assert address in services and int(address) - int(services.network_address) < 256
+    assert "clusterIP" not in cloud
+    grafana = next(d for d in kube_objects(capture_of("local"), "Deployment")
+                   if _labels(d).get("app.kubernetes.io/name") == "grafana")
+    door = platform_of("local").front_door
+    assert door is not None
+    aliases = grafana["spec"]["template"]["spec"]["hostAliases"]
+    assert aliases == [{"ip": laptop["clusterIP"], "hostnames": [door.spec.host]}]
+    cloud_grafana = next(d for d in kube_objects(capture_of("aws-prod"), "Deployment")
+                         if _labels(d).get("app.kubernetes.io/name") == "grafana")
+    assert "hostAliases" not in cloud_grafana["spec"]["template"]["spec"]
 
 
 def test_another_web_facing_object_is_seen() -> None:

@@ -23,8 +23,14 @@ from infra.vocabulary import TEAM_LABEL
 Patch = dict[str, Any]
 GATEWAY = "kubeflow-gateway"  # the vendored Gateway's name, which every vendored VirtualService binds to
 GATEWAY_REF = f"{ISTIO.namespace}/{GATEWAY}"
-# On a laptop the gateway is a NodePort that kind's extraPortMappings expose on the host (docs/local.md).
-LAPTOP_NODE_PORTS = {"http2": 30080, "https": 30443}
+# On a laptop the gateway is a NodePort that kind's extraPortMappings expose on the host (docs/kind-trainyard.yaml):
+# Service port name -> (port, nodePort). A Service's ports merge by `port` and `protocol`: a patch entry without them
+# matches no port (an entry of names and node ports alone left the Service with no port at all).
+LAPTOP_NODE_PORTS = {"http2": (80, 30080), "https": (443, 30443)}
+# ... and a fixed cluster address, which the laptop's Grafana pods resolve the host to (grafana/orgs.py): in kind's
+# service range (docs/kind-trainyard.yaml, 10.96.0.0/16), in its lower 256 addresses, which Kubernetes hands out to
+# Services that ask for a fixed address before any other (KEP-3070).
+LAPTOP_GATEWAY_IP = "10.96.0.80"
 # The istio-install chart's CNI node agent and what only it uses, all in kube-system.
 _CNI = [("DaemonSet", "istio-cni-node"), ("ConfigMap", "istio-cni-config"), ("ServiceAccount", "istio-cni"),
         ("ClusterRole", "istio-cni"), ("ClusterRole", "istio-cni-repair-role"),
@@ -75,7 +81,8 @@ def istio_install_patches(laptop: bool, sidecars: bool = False, gke: bool = Fals
       neither of which runs here.
     - The chart's own Gateway (port 80, every host, plain HTTP) goes: the vendored kubeflow-gateway, patched for the
       host and HTTPS, is the one Gateway.
-    - The gateway's Service becomes the stack's one web-facing entry: LoadBalancer, or on a laptop NodePort.
+    - The gateway's Service becomes the stack's one web-facing entry: LoadBalancer, or on a laptop NodePort (at a
+      fixed cluster address, LAPTOP_GATEWAY_IP).
     - Every injector webhook also skips team namespaces (label trainyard.io/team), so no label or annotation a
       team sets on a pod can give a training pod a sidecar.
     `sidecars`: Kubeflow Pipelines runs its pods with sidecars (infra/platform/kfp/pipelines.py), so the CNI agent
@@ -97,7 +104,9 @@ def istio_install_patches(laptop: bool, sidecars: bool = False, gke: bool = Fals
     patches.append(delete("Gateway", "istio-ingressgateway", ISTIO.namespace))
     service: dict[str, Any] = {"type": "NodePort" if laptop else "LoadBalancer"}
     if laptop:
-        service["ports"] = [{"name": name, "nodePort": port} for name, port in LAPTOP_NODE_PORTS.items()]
+        service["clusterIP"] = LAPTOP_GATEWAY_IP
+        service["ports"] = [{"name": name, "port": port, "protocol": "TCP", "nodePort": node_port}
+                            for name, (port, node_port) in LAPTOP_NODE_PORTS.items()]
     patches.append(merge("v1", "Service", "istio-ingressgateway", ISTIO.namespace, spec=service))
     outside_teams = {"key": TEAM_LABEL, "operator": "DoesNotExist"}
     patches.append(json6902("MutatingWebhookConfiguration", "istio-sidecar-injector", [

@@ -28,6 +28,7 @@ import yaml
 
 from infra.components import MONITORING
 from infra.platform.dashboards import DATASOURCE, team_dashboards
+from infra.platform.frontdoor_patches import LAPTOP_GATEWAY_IP
 from infra.platform.grafana import bootstrap as grafana_bootstrap
 from infra.platform.grafana.sso import grafana_values
 from infra.spec import Platform
@@ -110,6 +111,8 @@ def front_door_values(platform: Platform) -> dict[str, Any]:
     door = platform.front_door
     assert door is not None
     values = grafana_values(door)
+    if platform.spec.laptop:  # kind resolves no *.localhost to the gateway: Grafana reads Dex's keys through the host
+        values["hostAliases"] = [{"ip": LAPTOP_GATEWAY_IP, "hostnames": [door.spec.host]}]
     env = {"GF_AUTH_JWT_ORG_MAPPING": org_mapping(platform),
            "GF_USERS_VIEWERS_CAN_EDIT": "false",  # Explore stays with Editors and Admins
            "GF_AUTH_PROXY_ENABLED": "true", "GF_AUTH_PROXY_HEADER_NAME": BOOTSTRAP_HEADER,

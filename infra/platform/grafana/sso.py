@@ -10,8 +10,8 @@ works any more.
   (frontDoor.tls.ca), cert-manager issues Grafana a certificate of the same issuer (GRAFANA_CA_SECRET, made by the
   front door) only for its `ca.crt`, which Grafana trusts for the keys. A header made up by a client carries no
   signature Grafana accepts, and Grafana reads no identity header (no `auth.proxy`), so the `kubeflow-userid` a pod
-  could forge means nothing to it. (A Grafana pod must resolve the host to the gateway: on kind, `*.localhost`
-  resolves to the pod itself, so the local stack's Grafana cannot read Dex's keys yet.)
+  could forge means nothing to it. (A Grafana pod must resolve the host to the gateway: on a laptop's kind cluster
+  through `hostAliases` to the gateway's fixed address, grafana/orgs.py.)
 - Who gets in: the token's groups decide (`role_attribute_path`, strict). `identity.platformAdmins` are Grafana
   server admins; a team's groups are Viewers in the team's own organization (grafana/orgs.py); anyone else gets no
   role and is refused (HTTP 403).
