@@ -40,3 +40,25 @@ def test_the_kubernetes_version_is_part_of_the_answer() -> None:
     assert check_core(autoscaler, "1.34") == [
         "no Kubernetes 1.34 schema for autoscaling/v2beta2 HorizontalPodAutoscaler"]
     assert check_core(autoscaler, "1.25") == []
+
+
+def _service(ports: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gateway", "namespace": "istio-system"},
+            "spec": {"selector": {"app": "gateway"}, "ports": ports, **spec}}
+
+
+HTTP, HTTPS = {"name": "http2", "port": 80}, {"name": "https", "port": 443}
+
+
+@pytest.mark.parametrize(("service", "refused"), [
+    (_service([HTTP, HTTPS], type="NodePort"), ""),
+    (_service([{"port": 443}]), ""),  # one port needs no name
+    (_service([], type="NodePort"), "spec.ports: Required value"),  # the laptop gateway's Service as it was rendered
+    (_service([], clusterIP="None"), ""),  # headless
+    (_service([], type="ExternalName", externalName="db.example.com"), ""),
+    (_service([HTTP, {"port": 443}]), "spec.ports.1.name: Required value"),
+    (_service([HTTP, {**HTTPS, "name": "http2"}]), "spec.ports.1.name: Duplicate value: 'http2'"),
+])
+def test_the_api_servers_own_service_rules_beyond_the_schema(service: dict[str, Any], refused: str) -> None:
+    problems = check_core(service, "1.34")
+    assert [p for p in problems if p.startswith(refused)] if refused else problems == [], problems

@@ -18,6 +18,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
+from infra.apiserver.core_rules import core_problems
 from infra.components import crd_directories
 from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
@@ -228,7 +229,7 @@ def _check_core(obj: dict[str, Any], k8s_version: str) -> list[str]:
     if validator is None:
         return [f"no Kubernetes {k8s_version} schema for {obj.get('apiVersion')} {obj.get('kind')}"]
     errors = (e for e in validator.iter_errors(obj) if e.instance != SECRET)
-    return [_describe(e) for e in sorted(errors, key=lambda e: list(e.absolute_path))]
+    return [_describe(e) for e in sorted(errors, key=lambda e: list(e.absolute_path))] + core_problems(obj)
 
 
 def is_custom(obj: dict[str, Any], index: CrdIndex | None) -> bool:
