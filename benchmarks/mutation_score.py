@@ -46,7 +46,7 @@ GUARDED: dict[str, tuple[str, ...]] = {
                                    "test_apiserver_torchtune.py", "test_apiserver_trainer.py",
                                    "test_apiserver_workload.py", "test_guards_webhooks.py"),
     "infra/review/risks.py": ("test_risks.py", "test_guards_risks.py"),
-    "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py"),
+    "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py", "test_hybrid_rules.py"),
     "infra/spec/input/secrets.py": ("test_guards_rules.py", "test_policies.py", "test_bad_input.py"),
 }
 # What the tests read besides infra/ and tests/ (mutmut copies these into its mutants/ tree).
