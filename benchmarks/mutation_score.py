@@ -40,7 +40,8 @@ GUARDED: dict[str, tuple[str, ...]] = {
     "infra/platform/tenancy.py": ("test_tenancy.py", "test_guards_rules.py", "test_attacks.py"),
     "infra/platform/network.py": ("test_tenancy.py", "test_webhook_firewall.py", "test_guards_rules.py"),
     "infra/spec/queues/capacity.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py", "test_hybrid.py"),
-    "infra/spec/queues/borrowing.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py"),
+    "infra/spec/queues/borrowing.py": ("test_borrowing_rules.py", "test_kueue_capacity.py", "test_kueue.py",
+                                       "test_reach.py"),
     "infra/spec/prerequisites.py": ("test_prerequisites.py", "test_guards_admission.py"),
     "infra/apiserver/webhooks/*": ("test_apiserver_webhooks.py", "test_apiserver_jobset.py", "test_apiserver_tas.py",
                                    "test_apiserver_torchtune.py", "test_apiserver_trainer.py",
@@ -73,6 +74,9 @@ def prepare(module: str) -> Path:
             link.symlink_to(entry)
     table = {"source_paths": ["infra"], "only_mutate": [module], "also_copy": ALSO_COPY,
              "pytest_add_cli_args": ["-p", "no:cacheprovider"],
+             # The offline engine talks gRPC: a worker forked from the process that ran the tests for mutmut's stats
+             # (engine runs included) deadlocks in its first engine run, and the CPU-time limit never fires.
+             "process_isolation": "forkserver",
              "pytest_add_cli_args_test_selection": [f"tests/{name}" for name in GUARDED[module]]}
     lines = [f"{key} = {json.dumps(value)}" for key, value in table.items()]
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
