@@ -39,14 +39,16 @@ GUARDED: dict[str, tuple[str, ...]] = {
     "infra/apiserver/rbac.py": ("test_rbac.py", "test_guards_access.py"),
     "infra/platform/tenancy.py": ("test_tenancy.py", "test_guards_rules.py", "test_attacks.py"),
     "infra/platform/network.py": ("test_tenancy.py", "test_webhook_firewall.py", "test_guards_rules.py"),
-    "infra/spec/queues/capacity.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py", "test_hybrid.py"),
-    "infra/spec/queues/borrowing.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py"),
+    "infra/spec/queues/capacity.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py", "test_hybrid.py",
+                                      "test_serving_capacity.py"),
+    "infra/spec/queues/borrowing.py": ("test_borrowing_rules.py", "test_kueue_capacity.py", "test_kueue.py",
+                                       "test_reach.py"),
     "infra/spec/prerequisites.py": ("test_prerequisites.py", "test_guards_admission.py"),
     "infra/apiserver/webhooks/*": ("test_apiserver_webhooks.py", "test_apiserver_jobset.py", "test_apiserver_tas.py",
                                    "test_apiserver_torchtune.py", "test_apiserver_trainer.py",
                                    "test_apiserver_workload.py", "test_guards_webhooks.py"),
     "infra/review/risks.py": ("test_risks.py", "test_guards_risks.py"),
-    "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py"),
+    "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py", "test_hybrid_rules.py"),
     "infra/spec/input/secrets.py": ("test_guards_rules.py", "test_policies.py", "test_bad_input.py"),
 }
 # What the tests read besides infra/ and tests/ (mutmut copies these into its mutants/ tree).
@@ -73,6 +75,9 @@ def prepare(module: str) -> Path:
             link.symlink_to(entry)
     table = {"source_paths": ["infra"], "only_mutate": [module], "also_copy": ALSO_COPY,
              "pytest_add_cli_args": ["-p", "no:cacheprovider"],
+             # The offline engine talks gRPC: a worker forked from the process that ran the tests for mutmut's stats
+             # (engine runs included) deadlocks in its first engine run, and the CPU-time limit never fires.
+             "process_isolation": "forkserver",
              "pytest_add_cli_args_test_selection": [f"tests/{name}" for name in GUARDED[module]]}
     lines = [f"{key} = {json.dumps(value)}" for key, value in table.items()]
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
