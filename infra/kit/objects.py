@@ -18,6 +18,15 @@ if TYPE_CHECKING:
 MANAGED_BY = {"app.kubernetes.io/managed-by": "trainyard"}
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_API = f"{RBAC_GROUP}/v1"
+
+
+def policy_rule(groups: list[str], resources: list[str], verbs: list[str],
+                names: list[str] | None = None) -> dict[str, Any]:
+    """An RBAC PolicyRule, narrowed to `names` when given."""
+    body: dict[str, Any] = {"apiGroups": groups, "resources": resources, "verbs": verbs}
+    if names:
+        body["resourceNames"] = names
+    return body
 NETWORKING_API = "networking.k8s.io/v1"
 
 

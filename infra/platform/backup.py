@@ -15,7 +15,16 @@ import yaml
 from infra.components import VELERO
 from infra.kit.contract import WorkloadIdentity
 from infra.kit.naming import named
-from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, helm_chart, kube_object, metadata, namespace
+from infra.kit.objects import (
+    RBAC_API,
+    RBAC_GROUP,
+    child_opts,
+    helm_chart,
+    kube_object,
+    metadata,
+    namespace,
+    policy_rule,
+)
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
 from infra.platform.storage import JOB_RESOURCES, RESTRICTED
 from infra.spec import Platform
@@ -241,14 +250,6 @@ def cron_job(schedule: str, account: str, script: str, env: Mapping[str, str], d
     }
 
 
-def rule(groups: list[str], resources: list[str], verbs: list[str],
-         names: list[str] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"apiGroups": groups, "resources": resources, "verbs": verbs}
-    if names:
-        body["resourceNames"] = names
-    return body
-
-
 class Backup(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider,
                  team_namespaces: Mapping[str, pulumi.Resource], credentials: pulumi.Input[str] | None = None,
@@ -296,15 +297,15 @@ class Backup(pulumi.ComponentResource):
         account = self._account(DRILL, in_ns)
         subject = [{"kind": "ServiceAccount", "name": DRILL, "namespace": NAMESPACE}]
         role = kube_object("drill-role", RBAC_API, "Role", metadata(DRILL, NAMESPACE), in_ns,
-                           rules=[rule(["velero.io"], ["restores"], ["create", "get", "delete"]),
-                                  rule(["velero.io"], ["backups"], ["get"])])
+                           rules=[policy_rule(["velero.io"], ["restores"], ["create", "get", "delete"]),
+                                  policy_rule(["velero.io"], ["backups"], ["get"])])
         kube_object("drill-binding", RBAC_API, "RoleBinding", metadata(DRILL, NAMESPACE),
                     child_opts(self, self.provider, depends_on=[role, account]), subjects=subject,
                     roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": DRILL})
         cluster_role = kube_object("drill-cluster-role", RBAC_API, "ClusterRole", metadata(f"trainyard-{DRILL}"),
                                    child_opts(self, self.provider), rules=[
-            rule([""], ["namespaces"], ["get", "delete"], sorted(facts.drill_namespaces.values())),
-            rule([""], ["configmaps"], ["get"], [MARKER]),
+            policy_rule([""], ["namespaces"], ["get", "delete"], sorted(facts.drill_namespaces.values())),
+            policy_rule([""], ["configmaps"], ["get"], [MARKER]),
         ])
         kube_object("drill-cluster-binding", RBAC_API, "ClusterRoleBinding", metadata(f"trainyard-{DRILL}"),
                     child_opts(self, self.provider, depends_on=[cluster_role, account]), subjects=subject,
@@ -331,7 +332,7 @@ class Backup(pulumi.ComponentResource):
         2.2 TrainJobs have no TTL of their own."""
         account = self._account(JANITOR, in_ns)
         role = kube_object("janitor-role", RBAC_API, "ClusterRole", metadata(JANITOR), child_opts(self, self.provider),
-                           rules=[rule(["trainer.kubeflow.org"], ["trainjobs"], ["list", "delete"])])
+                           rules=[policy_rule(["trainer.kubeflow.org"], ["trainjobs"], ["list", "delete"])])
         for team_ns, ns_resource in sorted(team_namespaces.items()):
             kube_object(f"{team_ns}-janitor", RBAC_API, "RoleBinding", metadata(JANITOR, team_ns),
                         child_opts(self, self.provider, depends_on=[role, account, ns_resource]),

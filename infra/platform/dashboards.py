@@ -177,7 +177,12 @@ def dashboards(platform: Platform) -> dict[str, str]:
              "trainyard-dashboard-queues": queue_dashboard(platform),
              "trainyard-dashboard-usage": usage_dashboard(platform),
              "trainyard-dashboard-backups": backup_dashboard(platform)}
-    return {name: json.dumps(board, sort_keys=True, indent=1) for name, board in built.items()}
+    return {name: dashboard_json(board) for name, board in built.items()}
+
+
+def dashboard_json(board: dict[str, Any]) -> str:
+    """A dashboard as its ConfigMap holds it (sorted keys: renders stay byte-identical)."""
+    return json.dumps(board, sort_keys=True, indent=1)
 
 
 def team_dashboards(platform: Platform, queue: str, team: str) -> list[dict[str, Any]]:

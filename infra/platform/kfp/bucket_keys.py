@@ -17,8 +17,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.components import PIPELINES
-from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
-from infra.platform.backup import cron_job, rule
+from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata, policy_rule
+from infra.platform.backup import cron_job
 from infra.spec.pipelines.model import KeyCopy
 
 NAME = "pipelines-bucket-keys"
@@ -72,7 +72,7 @@ def bucket_keys(parent: pulumi.Resource, provider: k8s.Provider, copies: tuple[K
                             type="Opaque")
             role = kube_object(f"{where}-{NAME}-role", RBAC_API, "Role", metadata(NAME, where),
                                child_opts(parent, provider, [created]),
-                               rules=[rule([""], ["secrets"], verbs, [copy.secret])])
+                               rules=[policy_rule([""], ["secrets"], verbs, [copy.secret])])
             kube_object(f"{where}-{NAME}-binding", RBAC_API, "RoleBinding", metadata(NAME, where),
                         child_opts(parent, provider, [role, account]), subjects=subject,
                         roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": NAME})

@@ -34,8 +34,17 @@ import yaml
 
 from infra.components import PIPELINES
 from infra.kit.naming import named
-from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata, namespace
-from infra.platform.backup import API, NAMESPACE, RESTORE_NAME, RESTORE_STEPS, cron_job, rule
+from infra.kit.objects import (
+    NETWORKING_API,
+    RBAC_API,
+    RBAC_GROUP,
+    child_opts,
+    kube_object,
+    metadata,
+    namespace,
+    policy_rule,
+)
+from infra.platform.backup import API, NAMESPACE, RESTORE_NAME, RESTORE_STEPS, cron_job
 from infra.platform.kfp.patches import JOURNAL_CLAIM, JOURNAL_LABEL, JOURNAL_VOLUME, MYSQL_CONTAINER, MYSQL_IMAGE
 from infra.spec import Platform
 from infra.spec.backup import DRILL_PREFIX
@@ -198,7 +207,8 @@ class JournalDrill(pulumi.ComponentResource):
                         roleRef={"apiGroup": RBAC_GROUP, "kind": kind, "name": role})
 
         grant(f"{NAME}-velero", "Role", NAMESPACE, NAME, [after], [
-            rule(["velero.io"], ["restores"], ["create", "get", "delete"]), rule(["velero.io"], ["backups"], ["get"])])
+            policy_rule(["velero.io"], ["restores"], ["create", "get", "delete"]),
+            policy_rule(["velero.io"], ["backups"], ["get"])])
         drill_ns = namespace(TARGET, TARGET, child_opts(self, provider), labels={
             "pod-security.kubernetes.io/enforce": "restricted"})
         # The throwaway MySQL needs no network at all.
@@ -206,11 +216,11 @@ class JournalDrill(pulumi.ComponentResource):
                     child_opts(self, provider, [drill_ns]),
                     spec={"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})
         grant(f"{NAME}-target", "Role", TARGET, NAME, [drill_ns], [
-            rule([""], ["pods"], ["get", "list", "delete"]), rule([""], ["pods/log"], ["get"]),
-            rule([""], ["persistentvolumeclaims"], ["list", "delete"])])
+            policy_rule([""], ["pods"], ["get", "list", "delete"]), policy_rule([""], ["pods/log"], ["get"]),
+            policy_rule([""], ["persistentvolumeclaims"], ["list", "delete"])])
         runs_role = f"trainyard-{NAME}-runs"
         kube_object(f"{NAME}-runs-role", RBAC_API, "ClusterRole", metadata(runs_role), child_opts(self, provider),
-                    rules=[rule(["argoproj.io"], ["workflows"], ["list"])])
+                    rules=[policy_rule(["argoproj.io"], ["workflows"], ["list"])])
         for team_ns, created in sorted(team_namespaces.items()):
             grant(f"{team_ns}-{NAME}", "ClusterRole", team_ns, runs_role, [created])
         kube_object(f"{NAME}-modifiers", "v1", "ConfigMap", metadata(NAME, NAMESPACE), in_velero,

@@ -22,14 +22,13 @@ v3.7.3 and KFP 2.16.0 sources, names in infra/spec/metrics.py PIPELINE_CATALOG):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from infra.components import PIPELINES
 from infra.kit.objects import NETWORKING_API
 from infra.platform.alerts import alert
-from infra.platform.dashboards import _dashboard, _variable
+from infra.platform.dashboards import _dashboard, _variable, dashboard_json
 from infra.platform.frontdoor import PROMETHEUS_PEER
 from infra.spec import Platform
 from infra.spec.metrics import ARGO, KFP
@@ -213,4 +212,4 @@ def pipeline_dashboards(platform: Platform) -> dict[str, str]:
     """ConfigMap name -> dashboard JSON, as dashboards.py writes them."""
     if not pipelines_declared(platform):
         return {}
-    return {"trainyard-dashboard-pipelines": json.dumps(pipeline_dashboard(platform), sort_keys=True, indent=1)}
+    return {"trainyard-dashboard-pipelines": dashboard_json(pipeline_dashboard(platform))}

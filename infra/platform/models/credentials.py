@@ -25,7 +25,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
+from infra.kit.objects import RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata, policy_rule
 from infra.platform.storage import JOB_RESOURCES, RESTRICTED
 from infra.spec import Platform
 from infra.spec.models.model import TeamModels
@@ -59,10 +59,6 @@ def endpoint(rgw_url: str) -> str:
 def secret_annotations(rgw_url: str) -> dict[str, str]:
     return {f"{KSERVE_S3}/s3-endpoint": endpoint(rgw_url), f"{KSERVE_S3}/s3-usehttps": "0",
             f"{KSERVE_S3}/s3-region": REGION}
-
-
-def reader_rules(secret: str, verbs: list[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": [""], "resources": ["secrets"], "verbs": verbs, "resourceNames": [secret]}]
 
 
 def copy_job(team: TeamModels, claim_namespace: str) -> dict[str, Any]:
@@ -103,7 +99,8 @@ def bucket_credentials(parent: pulumi.Resource, platform: Platform, provider: k8
         bindings: list[pulumi.Resource] = []
         for where, verbs, after in ((claim_ns, ["get"], team_namespaces[claim_ns]), (ns, ["get", "patch"], target)):
             role = kube_object(f"{name}-{where}", RBAC_API, "Role", metadata(name, where),
-                               child_opts(parent, provider, [after]), rules=reader_rules(team.credentials, verbs))
+                               child_opts(parent, provider, [after]),
+                               rules=[policy_rule([""], ["secrets"], verbs, [team.credentials])])
             bindings.append(kube_object(f"{name}-{where}-binding", RBAC_API, "RoleBinding", metadata(name, where),
                                         child_opts(parent, provider, [role, account]), subjects=subject,
                                         roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": name}))

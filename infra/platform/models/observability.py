@@ -32,7 +32,6 @@ Upstream facts (names in infra/spec/metrics.py MODELS_CATALOG):
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import quote
 
@@ -41,7 +40,7 @@ import yaml
 from infra.components import MONITORING
 from infra.kit.objects import NETWORKING_API
 from infra.platform.alerts import alert
-from infra.platform.dashboards import _dashboard, _variable
+from infra.platform.dashboards import _dashboard, _variable, dashboard_json
 from infra.platform.frontdoor import PROMETHEUS_PEER
 from infra.spec import Platform
 from infra.spec.models.model import REGISTRY_PORT
@@ -269,4 +268,4 @@ def serving_dashboards(platform: Platform) -> dict[str, str]:
     """ConfigMap name -> dashboard JSON, as dashboards.py writes them."""
     if not models_declared(platform):
         return {}
-    return {"trainyard-dashboard-serving": json.dumps(serving_dashboard(platform), sort_keys=True, indent=1)}
+    return {"trainyard-dashboard-serving": dashboard_json(serving_dashboard(platform))}
