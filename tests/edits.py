@@ -4,10 +4,12 @@ tables."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from infra.commands import main
 from infra.spec import SpecError, validate
 from infra.spec.input.load import PLATFORM_KEY
 from tests.conftest import raw_platform
@@ -51,3 +53,15 @@ def refused_then_accepted(stack: str, refused: Edit, accepted: Edit, path: str, 
     raw = raw_platform(stack)
     accepted(raw)
     validate(raw, stack)
+
+
+def render_refusal(stack_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, Path]:
+    """`trainyard render` of a bad stack file: exit 2 with exactly one line and no traceback; (the line, the output
+    directory asked for)."""
+    out_dir = tmp_path / "out"
+    code = main(["render", str(stack_file), "--out", str(out_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2, err + out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err + out, err
+    return lines[0], out_dir

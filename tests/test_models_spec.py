@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.commands import main
 from infra.spec.input.keys import PLATFORM_KEY
 from tests.conftest import raw_platform, write_stack
-from tests.edits import Edit, drop_at, refused_then_accepted, set_at
+from tests.edits import Edit, drop_at, refused_then_accepted, render_refusal, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
@@ -47,11 +46,6 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(stack: str, refused: Edit,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     raw = raw_platform(stack)
     refused(raw)
-    out_dir = tmp_path / "out"
-    code = main(["render", str(write_stack(tmp_path, raw, "models")), "--out", str(out_dir)])
-    out, err = capsys.readouterr()
-    assert code == 2, err + out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err + out, err
-    assert f"{PLATFORM_KEY}.{path}" in lines[0], lines[0]
+    line, out_dir = render_refusal(write_stack(tmp_path, raw, "models"), tmp_path, capsys)
+    assert f"{PLATFORM_KEY}.{path}" in line, line
     assert not out_dir.exists()

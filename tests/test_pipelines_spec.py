@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from infra.commands import main
 from infra.offline import engine
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY, PLATFORM_KEY
 from infra.spec.pipelines.model import VENDORED_VERSIONS
 from tests.conftest import platform_of, raw_platform, write_config
-from tests.edits import Edit, drop_at, refused_then_accepted, set_at
+from tests.edits import Edit, drop_at, refused_then_accepted, render_refusal, set_at
 
 # (case, stack, the refused edit, its nearest valid neighbour, the field path, words of the fix)
 CASES: list[tuple[str, str, Edit, Edit, str, tuple[str, ...]]] = [
@@ -76,14 +75,9 @@ def _with(stack: str, edit: Edit) -> dict[str, Any]:
 ], ids=["version", "ephemeral class", "no front door", "password in plaintext"])
 def test_cli_exits_2_with_one_line_and_writes_nothing(config: dict[str, Any], words: tuple[str, ...],
                                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out_dir = tmp_path / "out"
-    code = main(["render", str(write_config(tmp_path, config, "kfp")), "--out", str(out_dir)])
-    out, err = capsys.readouterr()
-    assert code == 2, err + out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err + out, err
+    line, out_dir = render_refusal(write_config(tmp_path, config, "kfp"), tmp_path, capsys)
     for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+        assert word in line, f"{word!r} not in {line!r}"
     assert not out_dir.exists()
 
 
