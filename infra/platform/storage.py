@@ -159,7 +159,7 @@ class Storage(pulumi.ComponentResource):
             self._ceph_buckets(facts)
         # rook-ceph: the data account of a models namespace lists the bucket keys KServe's storage initializer
         # reads (infra/platform/models/credentials.py)
-        keys = {t.namespace: t.credentials for t in platform.models.teams if t.credentials} if platform.models else {}
+        keys = platform.models.bucket_keys if platform.models else {}
         self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None), keys)
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})

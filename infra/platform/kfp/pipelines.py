@@ -32,7 +32,6 @@ from infra.platform.kfp.egress import egress_policies
 from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
 from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
 from infra.platform.kfp.teams import team_objects
-from infra.platform.models.credentials import teams_with_credentials
 from infra.spec import Platform
 from infra.spec.pipelines.model import PipelinesFacts
 from infra.spec.versions import KUBEFLOW_MANIFESTS
@@ -61,8 +60,7 @@ class Pipelines(pulumi.ComponentResource):
         assert facts is not None
         self.facts, self.provider, self.team_namespaces = facts, provider, team_namespaces
         # The models namespaces' copies of the bucket keys, which the serving layer declares with KServe's annotations
-        self.serving_copies = frozenset((team.namespace, team.credentials)
-                                        for team, _ in teams_with_credentials(platform))
+        self.serving_copies = frozenset(platform.models.bucket_keys.items() if platform.models else ())
         self.namespace = kustomize_directory("pipelines-namespace", KUBEFLOW_MANIFESTS, NAMESPACE_PATH,
                                              child_opts(self, provider), patches=namespace_patches())
 

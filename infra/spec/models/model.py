@@ -132,6 +132,12 @@ class ModelsFacts:
     def by_namespace(self, namespace: str) -> TeamModels | None:
         return next((t for t in self.teams if t.namespace == namespace), None)
 
+    @property
+    def bucket_keys(self) -> dict[str, str]:
+        """Models namespace -> the team bucket claim's Secret that the serving layer declares there for KServe's
+        storage initializer (rook-ceph; infra/platform/models/credentials.py)."""
+        return {t.namespace: t.credentials for t in self.teams if t.credentials}
+
 
 def _artifacts(storage: StorageFacts, team: str) -> str:
     """The team bucket's URI, where Pipelines' launcher writes the team's runs' artifacts (its pipeline root is
