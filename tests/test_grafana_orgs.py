@@ -16,6 +16,7 @@ import yaml
 
 from infra.components import ISTIO, MONITORING
 from infra.platform.grafana import bootstrap as grafana_bootstrap
+from infra.platform.grafana.datasources import PROMETHEUS_URL
 from infra.platform.grafana.orgs import (
     BOOTSTRAP_HEADER,
     CONFIGMAP,
@@ -118,6 +119,7 @@ def test_team_dashboards_show_only_the_team(stack: str) -> None:
 class FakeGrafana(BaseHTTPRequestHandler):
     orgs: ClassVar[dict[str, int]] = {}
     content: ClassVar[dict[int, list[str]]] = {}
+    datasources: ClassVar[dict[tuple[int, str], Any]] = {}  # (organization, uid) -> what Grafana holds
     seen: ClassVar[list[tuple[str, str, str, str]]] = []
 
     def _answer(self, status: int, body: Any) -> None:
@@ -144,10 +146,12 @@ class FakeGrafana(BaseHTTPRequestHandler):
             self.orgs[body["name"]] = max([1, *self.orgs.values()]) + 1
             return self._answer(200, {"orgId": self.orgs[body["name"]]})
         if self.path.startswith("/api/datasources"):
-            known = f"datasource {self.path.rsplit('/', 1)[1]}" in self.content.get(org, [])
-            if method == "GET":
-                return self._answer(200 if known else 404, {})
-            self.content.setdefault(org, []).append(f"datasource {body['uid']}")
+            uid = body["uid"] if method == "POST" else self.path.rsplit("/", 1)[1]
+            held = self.datasources.get((org, uid))
+            if method == "GET" or (method == "PUT" and held is None):
+                return self._answer(200, held) if held is not None else self._answer(404, {})
+            self.datasources[(org, uid)] = body
+            self.content.setdefault(org, []).append(f"datasource {uid}" + (" put" if method == "PUT" else ""))
             return self._answer(200, {})
         if method == "POST" and self.path == "/api/dashboards/db":
             self.content.setdefault(org, []).append(f"dashboard {body['dashboard']['uid']}")
@@ -160,13 +164,16 @@ class FakeGrafana(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
     def log_message(self, *args: Any) -> None:
         pass
 
 
 @pytest.fixture
 def grafana() -> Iterator[str]:
-    FakeGrafana.orgs, FakeGrafana.content, FakeGrafana.seen = {}, {}, []
+    FakeGrafana.orgs, FakeGrafana.content, FakeGrafana.seen, FakeGrafana.datasources = {}, {}, [], {}
     server = HTTPServer(("127.0.0.1", 0), FakeGrafana)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -187,6 +194,22 @@ def test_the_bootstrap_makes_each_team_s_organization_in_order_and_again_changes
     assert grafana_bootstrap.bootstrap(grafana, the_plan) == []
     assert len([s for s in FakeGrafana.seen if s[0] == "POST" and s[1] == "/api/orgs"]) == posts
     assert len(FakeGrafana.content[2]) == 5  # the dashboards are written again (overwrite), the datasource kept
+
+
+def test_the_bootstrap_puts_each_organization_s_datasource_back_to_its_team_s_proxy(grafana: str) -> None:
+    """An organization made under an earlier plan still names Prometheus itself, which enforces no team: the
+    bootstrap replaces it with the plan's proxy; one already right is left alone."""
+    the_plan = plan(platform_of("onprem-lab"))
+    FakeGrafana.orgs = {org["name"]: org["id"] for org in the_plan["orgs"]}
+    first, second = the_plan["orgs"][:2]
+    FakeGrafana.datasources[(first["id"], "prometheus")] = {**first["datasource"], "url": PROMETHEUS_URL}
+    FakeGrafana.datasources[(second["id"], "prometheus")] = dict(second["datasource"])
+    assert grafana_bootstrap.bootstrap(grafana, the_plan) == []
+    for org in the_plan["orgs"]:
+        assert FakeGrafana.datasources[(org["id"], "prometheus")] == org["datasource"]
+    assert FakeGrafana.content[first["id"]][0] == "datasource prometheus put"
+    assert not any(entry.startswith("datasource") for entry in FakeGrafana.content[second["id"]])
+    assert FakeGrafana.content[the_plan["orgs"][2]["id"]][0] == "datasource prometheus"  # made
 
 
 def test_the_bootstrap_refuses_an_organization_with_another_id(grafana: str) -> None:

@@ -38,6 +38,7 @@ from infra.kit.naming import named
 from infra.kit.objects import child_opts, helm_chart, kube_object, metadata, namespace
 from infra.platform.alerts import DCGM_JOB, rule_groups
 from infra.platform.dashboards import SIDECAR_LABEL, dashboards
+from infra.platform.grafana.datasources import objects as team_datasources
 from infra.platform.grafana.orgs import CONFIGMAP as GRAFANA_ORGS_CONFIGMAP
 from infra.platform.grafana.orgs import configmap_data as grafana_orgs_data
 from infra.platform.grafana.orgs import front_door_values
@@ -248,7 +249,8 @@ class Observability(pulumi.ComponentResource):
         for name, api, kind, object_name, spec in pipeline_objects(platform):  # PodMonitors, their NetworkPolicy
             kube_object(name, api, kind, metadata(object_name, PIPELINES_NAMESPACE), after_chart, spec=spec)
         # Serving's: the predictors' PodMonitor, the registry exporter and its Probes; policies in models namespaces.
-        for name, api, kind, object_name, fields in monitoring_objects(platform):
+        # Grafana's: each team organization's label-enforcing proxy and its NetworkPolicies.
+        for name, api, kind, object_name, fields in [*monitoring_objects(platform), *team_datasources(platform)]:
             kube_object(name, api, kind, metadata(object_name, NAMESPACE), after_chart, **fields)
         for name, where, api, kind, object_name, spec in team_objects(platform):
             kube_object(name, api, kind, metadata(object_name, where), after_chart, spec=spec)

@@ -1,8 +1,8 @@
 """Runs inside the Grafana pod, beside Grafana (the chart's own sidecar image, Python's standard library only):
-creates each team's Grafana organization in the plan's order, with the Prometheus datasource and the team's
-dashboards, then stays idle. Grafana OSS provisions no organizations from files (grafana/grafana#12119), so this is
-done through its HTTP API, as the bootstrap admin, by Grafana's auth proxy that accepts only 127.0.0.1 (nothing
-outside the pod can use it).
+creates each team's Grafana organization in the plan's order, with its datasource (the team's label-enforcing proxy,
+grafana/datasources.py) and the team's dashboards, then stays idle. Grafana OSS provisions no organizations from
+files (grafana/grafana#12119), so this is done through its HTTP API, as the bootstrap admin, by Grafana's auth proxy
+that accepts only 127.0.0.1 (nothing outside the pod can use it).
 
 Grafana keeps its database in the pod's emptyDir, so every pod starts with organization 1 alone and the teams'
 organizations get the ids the plan expects (infra/platform/grafana/orgs.py maps the directory groups to those ids);
@@ -74,12 +74,22 @@ def ensure_org(base: str, header: dict[str, str], name: str, expected: int) -> s
     return None
 
 
+def ensure_datasource(base: str, header: dict[str, str], org: int, datasource: dict[str, Any]) -> int:
+    """The organization's datasource is the plan's: made when missing, put back when it differs (an earlier plan's
+    URL must not stay in use: it may be one that does not enforce the team's label). The last HTTP status."""
+    path = f"/api/datasources/uid/{datasource['uid']}"
+    status, found = call(base, header, "GET", path, org=org)
+    if status == 404:
+        return call(base, header, "POST", "/api/datasources", datasource, org=org)[0]
+    if status == 200 and isinstance(found, dict) and any(found.get(key) != value for key, value in datasource.items()):
+        return call(base, header, "PUT", path, datasource, org=org)[0]
+    return status
+
+
 def ensure_org_content(base: str, header: dict[str, str], org: int, datasource: dict[str, Any],
                        dashboards: list[dict[str, Any]]) -> list[str]:
     problems = []
-    status, _ = call(base, header, "GET", f"/api/datasources/uid/{datasource['uid']}", org=org)
-    if status == 404:
-        status, _ = call(base, header, "POST", "/api/datasources", datasource, org=org)
+    status = ensure_datasource(base, header, org, datasource)
     if status != 200:
         problems.append(f"organization {org}: datasource {datasource['uid']}: HTTP {status}")
     for board in dashboards:
@@ -99,7 +109,7 @@ def bootstrap(base: str, plan: dict[str, Any]) -> list[str]:
         if problem:
             problems.append(problem)
             continue
-        problems += ensure_org_content(base, header, org["id"], plan["datasource"], org["dashboards"])
+        problems += ensure_org_content(base, header, org["id"], org["datasource"], org["dashboards"])
     return problems
 
 

@@ -12,9 +12,9 @@ in every organization and server admins.
   so organization 1 is Grafana's own and the teams' get 2, 3, ... on every start; a mismatch is refused, not used.
 - The bootstrap signs in as the chart's bootstrap admin through Grafana's auth proxy, which accepts only requests
   from 127.0.0.1 (inside the pod); the gateway also refuses the proxy's header from anyone.
-
-Left: the team organization's datasource is the same Prometheus as everyone's, so a member who writes raw requests
-to Grafana's query API (not Explore) can read another team's series; a label-enforcing proxy per team would close it.
+- The datasource: each team organization's only datasource is the team's prom-label-proxy, which answers with the
+  team's series alone whatever the query (grafana/datasources.py), so a member's raw request to Grafana's query API
+  reads no other team's; organization 1 keeps the chart's unrestricted Prometheus, for platform admins.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from infra.components import MONITORING
-from infra.platform.dashboards import DATASOURCE, team_dashboards
+from infra.platform.dashboards import team_dashboards
 from infra.platform.frontdoor_patches import LAPTOP_GATEWAY_IP
 from infra.platform.grafana import bootstrap as grafana_bootstrap
+from infra.platform.grafana.datasources import datasource
 from infra.platform.grafana.sso import grafana_values
 from infra.spec import Platform
 
@@ -41,7 +41,6 @@ BOOTSTRAP_USER = "admin"  # the chart's bootstrap user (Secret grafana-admin, ke
 LOCALHOST = "127.0.0.1"
 # The grafana subchart 12.11.1's own sidecar image (values sidecar.image): Python, which the bootstrap runs in.
 SIDECAR_IMAGE = "quay.io/kiwigrid/k8s-sidecar:2.10.1"
-PROMETHEUS_URL = f"http://{MONITORING.charts[0].release}-prometheus.{MONITORING.namespace}:9090/"
 TEAM_ROLE = "Viewer"
 ADMIN_ROLE = "Admin"
 
@@ -77,12 +76,10 @@ def org_mapping(platform: Platform) -> str:
 
 
 def plan(platform: Platform) -> dict[str, Any]:
-    """What the bootstrap makes: per organization its id, name and dashboards; the datasource each gets."""
+    """What the bootstrap makes: per organization its id, name, datasource (the team's proxy) and dashboards."""
     queues = {team.name: team.queue for team in platform.teams}
     return {"user": BOOTSTRAP_USER,
-            "datasource": {"name": "Prometheus", "type": DATASOURCE["type"], "uid": DATASOURCE["uid"],
-                           "url": PROMETHEUS_URL, "access": "proxy", "isDefault": True},
-            "orgs": [{"id": org.id, "name": org.team,
+            "orgs": [{"id": org.id, "name": org.team, "datasource": datasource(org.team),
                       "dashboards": team_dashboards(platform, queues[org.team], org.team)}
                      for org in team_orgs(platform)]}
 
