@@ -20,7 +20,8 @@ def web_rights_section(door: FrontDoorFacts | None) -> list[str]:
               f"groups get nothing on the web: each team namespace's `trainyard-ci` ServiceAccount holds "
               f"`{WEB_CI_ROLE}` there, used with a token the cluster issues. Grafana signs each person in from the "
               "verified token itself and maps the same groups to its organizations: one per team, holding that "
-              "team's dashboards.", ""]
+              "team's dashboards and one datasource, which returns only that team's series (a label-enforcing "
+              "proxy, infra/platform/grafana/datasources.py).", ""]
     rows = [["group", "persona", "team", "right", "namespaces", "web role", *(ui.name for ui in door.uis)]]
     for grant in door.grants:
         where = ", ".join(f"`{ns}`" for ns in grant.namespaces) or "every team's and the platform's"
