@@ -266,16 +266,21 @@ def test_a_query_for_another_team_s_queue_is_refused_and_no_query_escapes_the_te
         assert [(m.name, m.value) for m in selector.matchers.matchers if m.name == LABEL] == [(LABEL, "vision")]
 
 
-def test_the_per_pod_idle_panel_stays_with_the_admins_because_its_series_carries_no_queue() -> None:
+def test_every_series_a_team_reads_carries_its_queue_the_per_pod_idle_series_too() -> None:
+    """The usage dashboard is the same for a team as for the admins (the team's proxy can answer each panel): every
+    recorded usage series, the per-pod idle one included, carries the team's `cluster_queue`."""
     platform = platform_of("onprem-lab")
     assert platform.observability.dcgm
     labels = series_labels(platform)
-    assert LABEL not in labels[IDLE_POD] and "team" in labels[IDLE_POD]
+    assert {LABEL, "team"} <= labels[IDLE_POD]
     admins = {p["title"] for p in usage_dashboard(platform)["panels"]}
-    team = {p["title"] for p in usage_dashboard(platform, per_pod=False)["panels"]}
-    assert admins - team == {"Workloads with the most idle GPU-hours, per day"} and team < admins
-    org = plan(platform)["orgs"][0]
-    assert {p["title"] for b in org["dashboards"] for p in b["panels"]} >= team
+    assert "Workloads with the most idle GPU-hours, per day" in admins
+    for org in plan(platform)["orgs"]:
+        assert {p["title"] for b in org["dashboards"] for p in b["panels"]} >= admins
+    queues = {team.name: team.queue for team in platform.teams}
+    for rule in usage_rules(platform):
+        if rule["record"] == IDLE_POD:
+            assert rule["labels"][LABEL] == queues[rule["labels"]["team"]]
 
 
 def test_the_label_reader_sees_a_rule_that_drops_the_queue() -> None:

@@ -4,6 +4,7 @@ gateway guard."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -239,6 +240,32 @@ def test_the_bootstrap_runs_in_grafana_s_pod_with_the_chart_s_sidecar_image_and_
     assert len(maps) == 1
     assert maps[0]["data"] == configmap_data(platform_of(stack))
     assert {v["name"]: v for v in pod["volumes"]}[CONFIGMAP]["configMap"]["name"] == CONFIGMAP
+
+
+@pytest.mark.parametrize("stack", ["onprem-lab", "aws-prod"])
+def test_a_changed_plan_restarts_grafana_because_its_pod_carries_the_plan_s_checksum(stack: str) -> None:
+    """The bootstrap's PLAN_SHA256 is the rendered plan file's (any change to the plan changes the pod template, so
+    Grafana restarts and rebuilds the organizations at once); another stack's plan gives another one."""
+    def plan_sha256_env(of: str) -> str:
+        containers = {c["name"]: c for c in _grafana(of)["spec"]["template"]["spec"]["containers"]}
+        return {e["name"]: e.get("value") for e in containers["team-orgs"]["env"]}["PLAN_SHA256"]
+
+    (configmap,) = [c for c in kube_objects(capture_of(stack), "ConfigMap")
+                    if c["metadata"]["name"] == CONFIGMAP and c["metadata"]["namespace"] == MONITORING.namespace]
+    assert plan_sha256_env(stack) == hashlib.sha256(configmap["data"]["plan.json"].encode()).hexdigest()
+    assert plan_sha256_env("aws-prod" if stack == "onprem-lab" else "onprem-lab") != plan_sha256_env(stack)
+
+
+def test_the_bootstrap_applies_only_the_plan_its_pod_was_made_for(tmp_path: Any) -> None:
+    """A ConfigMap volume lags the ConfigMap: a pod started for a new plan may still see the old file, which it must
+    not apply (it ends, and restarts until the file is the one)."""
+    path = tmp_path / "plan.json"
+    path.write_text('{"orgs": []}', encoding="utf-8")
+    made_for = hashlib.sha256(b'{"orgs": []}').hexdigest()
+    assert grafana_bootstrap.read_plan(str(path), made_for) == {"orgs": []}
+    path.write_text('{"orgs": [] }', encoding="utf-8")
+    assert grafana_bootstrap.read_plan(str(path), made_for) is None
+    assert grafana_bootstrap.read_plan(str(path), "") is None
 
 
 def test_the_gateway_refuses_the_bootstrap_header() -> None:

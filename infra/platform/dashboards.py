@@ -121,9 +121,9 @@ def _gpu_hours(series: str, window: str, step: str, per_hour: int, by: str = "te
     return f'sum by ({by}) (sum_over_time({series}{{team=~"$team"}}[{window}:{step}])) / {per_hour}'
 
 
-def usage_dashboard(platform: Platform, per_pod: bool = True) -> dict[str, Any]:
+def usage_dashboard(platform: Platform) -> dict[str, Any]:
     """GPU-hours admitted, busy and idle per team and pool, per day and per 30 days; the idle share; the pods
-    that left most GPU-hours idle (the recorded series of usage_rules.py), unless not `per_pod`."""
+    that left most GPU-hours idle (the recorded series of usage_rules.py)."""
     kinds = [("admitted", ADMITTED)] + ([("busy", BUSY), ("idle", IDLE)] if platform.observability.dcgm else [])
     panels: list[tuple[str, str, list[tuple[str, str]]]] = []
     intervals = []
@@ -137,13 +137,11 @@ def usage_dashboard(platform: Platform, per_pod: bool = True) -> dict[str, Any]:
         panels += [
             ("Idle share of admitted GPU-hours per team, per day", "percentunit", [
                 (f"{_gpu_hours(IDLE, window, step, per_hour, 'team')} / "
-                 f"{_gpu_hours(ADMITTED, window, step, per_hour, 'team')}", "{{team}}")])]
-        intervals.append(window)
-        if per_pod:
-            panels.append(("Workloads with the most idle GPU-hours, per day", "short", [
+                 f"{_gpu_hours(ADMITTED, window, step, per_hour, 'team')}", "{{team}}")]),
+            ("Workloads with the most idle GPU-hours, per day", "short", [
                 (f"topk(10, {_gpu_hours(IDLE_POD, window, step, per_hour, 'team, exported_namespace, exported_pod')})",
-                 "{{team}} {{exported_namespace}}/{{exported_pod}}")]))
-            intervals.append(window)
+                 "{{team}} {{exported_namespace}}/{{exported_pod}}")])]
+        intervals += [window, window]
     team = _variable("team", f"label_values({ADMITTED}, team)")
     board = _dashboard("trainyard-usage", "Trainyard / GPU usage per team", panels, [team])
     board["time"] = {"from": "now-90d", "to": "now"}
@@ -189,10 +187,8 @@ def dashboard_json(board: dict[str, Any]) -> str:
 
 def team_dashboards(platform: Platform, queue: str, team: str) -> list[dict[str, Any]]:
     """A team's own views, for its Grafana organization (grafana/orgs.py): its queue and its GPU usage, with the
-    `team` variable fixed to it (a hidden constant: the organization holds no other team's). Without the per-pod
-    idle panel: its series carries no `cluster_queue`, the label the team's datasource enforces
-    (grafana/datasources.py), so that datasource returns nothing for it."""
-    boards = [(queue_dashboard(platform), queue), (usage_dashboard(platform, per_pod=False), team)]
+    `team` variable fixed to it (a hidden constant: the organization holds no other team's)."""
+    boards = [(queue_dashboard(platform), queue), (usage_dashboard(platform), team)]
     for board, value in boards:
         board["templating"]["list"] = [{"name": "team", "type": "constant", "query": value, "hide": 2}]
     return [board for board, _ in boards]

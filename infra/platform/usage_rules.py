@@ -9,7 +9,8 @@
   holding pod in exported_namespace / exported_pod (our monitor keeps honorLabels off);
 - trainyard:gpus_idle:team_pool      admitted minus busy, never below zero;
 - trainyard:gpus_idle:pod            per holding pod (`exported_namespace`, `exported_pod`): its GPUs below the
-  threshold, which the usage report ranks as the worst workloads.
+  threshold, which the usage report ranks as the worst workloads; with `team` and `cluster_queue` as the other
+  series, the label a team's Grafana datasource enforces (grafana/datasources.py).
 
 A sample is a GPU count at one instant: GPU-hours are its integral over time (`trainyard report usage`, the usage
 dashboard). Without the DCGM exporter only the admitted series is recorded and no idle alert exists."""
@@ -59,7 +60,7 @@ def usage_rules(platform: Platform) -> list[dict[str, Any]]:
         labels = {"team": team.name, "cluster_queue": team.queue}
         busy = _pool_label(f"{_held(team.job_namespaces, f'>= {threshold}')} {in_pool}", POOL_SERIES)
         rules.append({"record": BUSY, "expr": f"count by (pool) ({busy})", "labels": labels})
-        rules.append({"record": IDLE_POD, "labels": {"team": team.name},
+        rules.append({"record": IDLE_POD, "labels": labels,
                       "expr": f"count by (exported_namespace, exported_pod) "
                               f"({_held(team.job_namespaces, f'< {threshold}')})"})
     rules.append({"record": IDLE, "expr": f"clamp_min({ADMITTED} - on ({KEYS}) ({BUSY} or {ADMITTED} * 0), 0)"})

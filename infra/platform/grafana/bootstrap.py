@@ -11,6 +11,7 @@ a different id (a persistent database, an organization made by hand) is refused 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -24,6 +25,8 @@ from typing import Any
 HEADER = "X-Trainyard-Grafana-Bootstrap"
 GRAFANA = os.environ.get("GRAFANA_URL", "http://127.0.0.1:3000")
 PLAN = os.environ.get("PLAN_FILE", "/etc/grafana/team-orgs/plan.json")
+# The sha256 of the plan this pod was made for (its template carries it, so a changed plan restarts Grafana).
+PLAN_SHA256 = os.environ.get("PLAN_SHA256", "")
 WAIT_SECONDS = int(os.environ.get("WAIT_SECONDS", "600"))
 REAPPLY_SECONDS = 3600
 
@@ -113,15 +116,26 @@ def bootstrap(base: str, plan: dict[str, Any]) -> list[str]:
     return problems
 
 
+def read_plan(path: str, sha256: str) -> dict[str, Any] | None:
+    """The plan, when it is the one this pod was made for; None while the mounted file is another (the kubelet
+    refreshes a ConfigMap volume up to a minute after the ConfigMap changed)."""
+    with open(path, "rb") as file:
+        text = file.read()
+    return json.loads(text) if hashlib.sha256(text).hexdigest() == sha256 else None
+
+
 def main() -> int:
-    """Until a problem: apply the plan, then again every hour (the ConfigMap's file follows a changed dashboard; a new
-    team changes Grafana's environment, so its pod restarts). A problem ends the container: it restarts, visibly."""
+    """Until a problem: apply the plan, then again every hour (drift made in Grafana's UI is put back; a changed plan
+    changes the pod's PLAN_SHA256, so Grafana restarts with it). A problem ends the container: it restarts,
+    visibly."""
     if not wait_for(GRAFANA, WAIT_SECONDS):
         print(f"grafana at {GRAFANA} did not answer in {WAIT_SECONDS}s", file=sys.stderr)
         return 1
     while True:
-        with open(PLAN, encoding="utf-8") as file:
-            plan = json.load(file)
+        plan = read_plan(PLAN, PLAN_SHA256)
+        if plan is None:
+            print(f"{PLAN} is not the plan this pod was made for (sha256 {PLAN_SHA256}) yet", file=sys.stderr)
+            return 1
         problems = bootstrap(GRAFANA, plan)
         for problem in problems:
             print(problem, file=sys.stderr)

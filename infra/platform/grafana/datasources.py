@@ -19,8 +19,7 @@ cannot edit a datasource but can send any query to the ones of their organizatio
   (usage_rules.py: grouped by cluster_queue, or given it as a rule label). The DCGM exporter's series carry the
   holding pod's namespace as `exported_namespace` (our monitor keeps honorLabels off, so `namespace` is the
   exporter's own): the team dashboards read GPU use only through those recorded series. The per-pod idle series
-  (`trainyard:gpus_idle:pod`) carries `team` but no `cluster_queue`: its panel is left out of the team's usage
-  dashboard (dashboards.py team_dashboards), and stays in organization 1.
+  (`trainyard:gpus_idle:pod`) is recorded with the team's `cluster_queue` as a rule label for that reason.
 - Who reaches it (NetworkPolicy in `monitoring`): only Grafana's pods, on the proxy's port; the proxies reach only
   Prometheus (9090) and the cluster DNS. Prometheus itself keeps no ingress policy: the API server's service
   proxy reads it for `trainyard verify`, `report usage` and `accept`, from addresses unknown at plan time. Team pods

@@ -19,6 +19,7 @@ in every organization and server admins.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,11 +91,12 @@ def configmap_data(platform: Platform) -> dict[str, str]:
             "grafana_bootstrap.py": Path(grafana_bootstrap.__file__).read_text(encoding="utf-8")}
 
 
-def bootstrap_container() -> dict[str, Any]:
+def bootstrap_container(plan_sha256: str) -> dict[str, Any]:
     return {"name": "team-orgs", "image": SIDECAR_IMAGE, "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-u", f"{MOUNT}/grafana_bootstrap.py"],
             "env": [{"name": "GRAFANA_URL", "value": f"http://{LOCALHOST}:3000"},
-                    {"name": "PLAN_FILE", "value": f"{MOUNT}/plan.json"}],
+                    {"name": "PLAN_FILE", "value": f"{MOUNT}/plan.json"},
+                    {"name": "PLAN_SHA256", "value": plan_sha256}],
             "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
             "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                                 "seccompProfile": {"type": "RuntimeDefault"}},
@@ -118,6 +120,13 @@ def front_door_values(platform: Platform) -> dict[str, Any]:
     values["env"].update(env)
     values.update({
         # extraContainers is a template string in the chart (tpl'd): our YAML holds no `{{`.
-        "extraContainers": yaml.safe_dump([bootstrap_container()], sort_keys=True),
+        "extraContainers": yaml.safe_dump([bootstrap_container(plan_sha256(platform))], sort_keys=True),
         "extraConfigmapMounts": [{"name": CONFIGMAP, "configMap": CONFIGMAP, "mountPath": MOUNT, "readOnly": True}]})
     return values
+
+
+def plan_sha256(platform: Platform) -> str:
+    """The plan file's sha256, in the bootstrap's environment: a changed plan (a datasource, a dashboard) changes
+    Grafana's pod template, so Grafana restarts and the organizations are rebuilt from it at once (as the chart's own
+    checksum annotations do for its config), and the bootstrap applies no other plan file than this one."""
+    return hashlib.sha256(configmap_data(platform)["plan.json"].encode()).hexdigest()
