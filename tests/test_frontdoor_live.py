@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -53,6 +54,11 @@ class Gateway:
             org = headers.get("X-Grafana-Org-Id")
             if who == "member" and org not in (None, "4") and self.fault != "grafana-open":
                 return Answer(403, "")
+            # vision's datasource (its label proxy) refuses a query naming another queue
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("query", [""])[0]
+            if "cluster_queue=" in query and 'cluster_queue="vision"' not in query \
+                    and self.fault != "datasource-open":
+                return Answer(400, "")
             if who == "member" and "namespace=" in url and not url.endswith("namespace=vision") \
                     and self.fault != "pipelines-open":
                 return Answer(403, "")
@@ -127,7 +133,12 @@ def test_accept_reaches_each_ui_as_the_member_s_rights_say_and_is_refused_anothe
     assert "reached grafana, pipelines" in summary and "refused: pipelines runs of nlp" in summary
     assert run.evidence["reached"] == ["grafana", "pipelines"] and run.evidence["problems"] == []
     assert run.evidence["refused"] == ["pipelines runs of nlp", "pipelines experiments of nlp",
-                                       "grafana bootstrap header", "grafana organization of nlp"]
+                                       "grafana bootstrap header", "grafana query for nlp's queue",
+                                       "grafana organization of nlp"]
+    queries = [urllib.parse.unquote(url) for url, _ in gateway.asked if "/api/v1/query?query=" in url]
+    asked = ("kueue_pending_workloads", 'kueue_pending_workloads{cluster_queue="nlp"}')
+    assert queries == [f"{platform.front_door.url}/grafana/api/datasources/proxy/uid/prometheus/api/v1/query?query={q}"
+                       for q in asked]
     # The member's own runs and organization were asked for too: a refusal of everything would not pass.
     assert any(url.endswith("/runs?namespace=vision") for url, _ in gateway.asked)
     assert any(headers.get("X-Grafana-Org-Id") == "4" for _, headers in gateway.asked)
@@ -145,6 +156,8 @@ def test_accept_as_a_platform_admin_reaches_every_ui(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize(("fault", "says"), [("refuses-token", "with the token got HTTP 302"),
                                               ("open", "without a token was not refused"),
                                               ("grafana-open", r"another team's organization \(nlp\) got HTTP 200"),
+                                              ("datasource-open", "vision's datasource answered a query for nlp's "
+                                                                  "queue with HTTP 200, not refused"),
                                               ("pipelines-open", r"another team's runs \(nlp\) got HTTP 200"),
                                               ("bootstrap-open", "bootstrap header X-Trainyard-Grafana-Bootstrap "
                                                                  "got HTTP 200, not refused")])

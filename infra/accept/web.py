@@ -11,7 +11,9 @@ are the person's own and whose are another team's.
 - Pipelines: the UI answers; the person's own namespace's runs are listed, another team's runs and experiments are
   refused (the API server's SubjectAccessReview against the web binder's RoleBindings).
 - Grafana: the person's own team organization answers (`X-Grafana-Org-Id`, infra/platform/grafana/orgs.py), another
-  team's is refused, and the bootstrap's admin header is refused at the gateway even with the person's token.
+  team's is refused, and the bootstrap's admin header is refused at the gateway even with the person's token. Its
+  datasource (the team's label proxy, infra/platform/grafana/datasources.py) answers a raw query for the team's own
+  queue and refuses one for another team's queue.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import base64
 import binascii
 import json
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from infra.accept.runner import Failed, Run, Skipped
 from infra.live.frontdoor import Answer, HttpsWeb, Web, refused
 from infra.live.pipelines import API_PATH
+from infra.platform.dashboards import DATASOURCE
+from infra.platform.grafana.datasources import LABEL
 from infra.platform.grafana.orgs import BOOTSTRAP_HEADER, BOOTSTRAP_USER, team_orgs
 from infra.spec.frontdoor.web_access import GRAFANA, PIPELINES_UI, FrontDoorFacts
 
@@ -33,6 +38,9 @@ TOKEN_FILE_ENV = "TRAINYARD_WEB_TOKEN_FILE"
 OTHER_TEAM_VIEWS = ("runs", "experiments")  # Pipelines' namespaced lists, asked for another team's namespace
 GRAFANA_ORG_HEADER = "X-Grafana-Org-Id"  # Grafana answers in that organization, if the person is a member
 GRAFANA_SEARCH = "api/search"  # the organization's dashboards
+# A raw query through the organization's datasource (Grafana's datasource proxy, which a Viewer may call)
+GRAFANA_QUERY = f"api/datasources/proxy/uid/{DATASOURCE['uid']}/api/v1/query?query="
+QUEUE_METRIC = "kueue_pending_workloads"
 
 
 def token_from(env: str = TOKEN_FILE_ENV, whose: str = "a team member's") -> str:
@@ -89,21 +97,40 @@ def _pipelines(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list
     return seen, problems
 
 
+def _query(metric: str, queue: str | None = None) -> str:
+    selector = f'{metric}{{{LABEL}="{queue}"}}' if queue else metric
+    return GRAFANA_QUERY + urllib.parse.quote(selector, safe="")
+
+
 def _grafana(web: Web, door: FrontDoorFacts, bearer: dict[str, str], own: list[tuple[int, str]],
-             others: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+             others: list[tuple[int, str]], queues: dict[str, str]) -> tuple[list[str], list[str]]:
     """(refusals seen, problems): the person's team organization answers, another team's is refused, and so is the
-    bootstrap's admin header even with the person's valid token (the gateway's header guard)."""
+    bootstrap's admin header even with the person's valid token (the gateway's header guard); in the person's
+    organization a raw query answers for the own queue and is refused (HTTP 4xx: the label proxy's
+    -error-on-replace) for another team's."""
     seen, problems = [], []
-    url = f"{door.url}{GRAFANA.path}{GRAFANA_SEARCH}"
+    base = f"{door.url}{GRAFANA.path}"
+    url = f"{base}{GRAFANA_SEARCH}"
     forged = web.get(url, {**bearer, BOOTSTRAP_HEADER: BOOTSTRAP_USER})
     if refused(door, forged):
         seen.append("grafana bootstrap header")
     else:
         problems.append(f"grafana: the bootstrap header {BOOTSTRAP_HEADER} got {_said(forged)}, not refused")
     for org, team in own[:1]:
-        answer = web.get(url, {**bearer, GRAFANA_ORG_HEADER: str(org)})
+        in_org = {**bearer, GRAFANA_ORG_HEADER: str(org)}
+        answer = web.get(url, in_org)
         if not 200 <= answer.status < 300:
             problems.append(f"grafana: the person's own organization ({team}) got {_said(answer)}")
+        answer = web.get(f"{base}{_query(QUEUE_METRIC)}", in_org)
+        if not 200 <= answer.status < 300:
+            problems.append(f"grafana: a query of {team}'s datasource for its own queue got {_said(answer)}")
+        for _, other in others[:1]:
+            answer = web.get(f"{base}{_query(QUEUE_METRIC, queues[other])}", in_org)
+            if 400 <= answer.status < 500:
+                seen.append(f"grafana query for {other}'s queue")
+            else:
+                problems.append(f"grafana: {team}'s datasource answered a query for {other}'s queue with "
+                                f"{_said(answer)}, not refused")
     for org, team in others[:1]:
         answer = web.get(url, {**bearer, GRAFANA_ORG_HEADER: str(org)})
         if refused(door, answer):
@@ -141,7 +168,7 @@ def front_door(run: Run) -> str:
         teams = {team for group in groups for grant in door.grants_of(group) for team in [grant.team] if team}
         orgs = [(org.id, org.team) for org in team_orgs(run.platform)]
         checks.append(_grafana(web, door, bearer, [o for o in orgs if o[1] in teams],
-                               [o for o in orgs if o[1] not in teams]))
+                               [o for o in orgs if o[1] not in teams], {t.name: t.queue for t in run.platform.teams}))
     for seen, found in checks:
         refusals += seen
         problems += found
