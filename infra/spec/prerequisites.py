@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from infra.components import CERT_MANAGER, ISTIO, crd_groups
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
+from infra.spec.frontdoor.web_access import CLUSTER_ISSUERS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "audit-log", "volume-snapshots", "autoscaler", "spot-interruption",
@@ -92,9 +93,8 @@ def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
     if capability == SA_ISSUER:
-        return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (EKS: the "
-                "cluster's OIDC issuer output; AKS: oidcIssuerProfile.issuerUrl; an existing cluster: its API "
-                "server's --service-account-issuer)")
+        return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (an existing "
+                "cluster: its API server's --service-account-issuer)")
     if capability.startswith("link:"):
         return ("a worker's only private path to the site is its `link`, provided once its cloud side is declared: "
                 "set clusters.<worker>.link.attachment (the VPN connection or interconnect attachment, routed to "
@@ -249,4 +249,6 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         provided[SA_ISSUER] = Provision("cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
     elif door is not None and kind == "gke":
         provided[SA_ISSUER] = Provision("cluster", "GKE's issuer of the cluster (container.googleapis.com)")
+    elif door is not None and kind in CLUSTER_ISSUERS:
+        provided[SA_ISSUER] = Provision("cluster", CLUSTER_ISSUERS[kind])
     return Prerequisites(kind, derive_needs(spec, storage), provided)

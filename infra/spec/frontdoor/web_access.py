@@ -89,20 +89,38 @@ PIPELINES_UI = WebUi("pipelines", "/pipeline", "pipelines", MappingProxyType({st
 
 @dataclass(frozen=True)
 class MachineIssuer:
-    """The cluster's ServiceAccount token issuer as the gateway trusts it: `jwks_uri` None reads its keys by
-    discovery; `proxied` when they come through the cluster-jwks-proxy; `source` says how Trainyard knows it."""
+    """The cluster's ServiceAccount token issuer as the gateway trusts it: `issuer` None when it is an output of the
+    cluster the stack creates (EKS, AKS: ClusterContract.service_account_issuer, put in by the platform); `jwks_uri`
+    None reads its keys by discovery; `proxied` when they come through the cluster-jwks-proxy; `source` says how
+    Trainyard knows it."""
 
-    issuer: str
+    issuer: str | None
     jwks_uri: str | None
     proxied: bool
     source: str
 
+    @property
+    def url(self) -> str:
+        """The issuer itself, once known (the builders of the gateway's rules run after the cluster's is put in)."""
+        if self.issuer is None:
+            raise ValueError(f"the issuer ({self.source}) is the cluster's output: build with it put in")
+        return self.issuer
+
+
+# The clusters a stack creates whose token issuer is an output of the cluster (random per cluster, so a rebuilt
+# cluster has a new one): how the platform gets it, in the words of `source` and the prerequisites.
+CLUSTER_ISSUERS = MappingProxyType({
+    "eks": "the EKS cluster's OIDC issuer (the cluster resource's output)",
+    "aks": "the AKS cluster's OIDC issuer (the cluster resource's oidcIssuerProfile.issuerURL)",
+})
+
 
 def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str, str, str] | None) -> \
         MachineIssuer | None:
-    """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer), or derived
-    for a laptop's kind cluster and for GKE (`gke`: project, location, cluster name); None where unknown (EKS and
-    AKS until declared from the cluster's output, an existing cluster until declared)."""
+    """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer, which wins), or
+    derived: a laptop's kind cluster, GKE (`gke`: project, location, cluster name), the output of an EKS or AKS
+    cluster the stack creates (its keys read by discovery, as Istio reads them: `<issuer>/.well-known/...`, a
+    trailing slash trimmed); None where unknown (an existing cluster until declared)."""
     declared = door.service_account_issuer
     if declared is not None:
         in_cluster = declared.jwks_uri is None and ".svc" in declared.issuer.removeprefix("https://").split("/")[0]
@@ -114,6 +132,8 @@ def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str,
         project, location, name = gke
         return MachineIssuer(GKE_ISSUER.format(project=project, location=location, name=name), None, False,
                              "GKE's issuer of the cluster")
+    if kind in CLUSTER_ISSUERS:
+        return MachineIssuer(None, None, False, CLUSTER_ISSUERS[kind])
     return None
 
 
