@@ -12,7 +12,7 @@ import pytest
 from infra.offline import engine, fakes
 from infra.platform import frontdoor_identity as identity
 from infra.spec import validate
-from infra.spec.frontdoor.web_access import CLUSTER_ISSUERS
+from infra.spec.clouds import CLOUDS
 from infra.spec.prerequisites import SA_ISSUER
 from tests.conftest import capture_of, kube_objects, platform_of, raw_platform, run_raw
 
@@ -60,8 +60,8 @@ def _depends_on_cluster(capture: engine.Capture, stack: str, name: str) -> bool:
 def test_a_created_cluster_s_issuer_is_its_output(stack: str) -> None:
     facts = platform_of(stack).front_door
     assert facts is not None and facts.machine_issuer is not None
-    assert facts.machine_issuer.issuer is None and facts.machine_issuer.source == CLUSTER_ISSUERS[
-        platform_of(stack).spec.cluster.kind]
+    kind = platform_of(stack).spec.cluster.kind
+    assert facts.machine_issuer.issuer is None and facts.machine_issuer.source == CLOUDS[kind].service_account_issuer
     assert platform_of(stack).spec.front_door.service_account_issuer is None  # type: ignore[union-attr]
     capture = capture_of(stack)
     rules = _machine_rules(capture)

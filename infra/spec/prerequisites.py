@@ -35,7 +35,6 @@ from typing import Any, Literal
 
 from infra.components import CERT_MANAGER, ISTIO, crd_groups
 from infra.spec.clouds import CLOUD_STORAGE, CLOUDS
-from infra.spec.frontdoor.web_access import CLUSTER_ISSUERS
 from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "audit-log", "volume-snapshots", "autoscaler", "spot-interruption",
@@ -249,6 +248,6 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         provided[SA_ISSUER] = Provision("cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
     elif door is not None and kind == "gke":
         provided[SA_ISSUER] = Provision("cluster", "GKE's issuer of the cluster (container.googleapis.com)")
-    elif door is not None and kind in CLUSTER_ISSUERS:
-        provided[SA_ISSUER] = Provision("cluster", CLUSTER_ISSUERS[kind])
+    elif door is not None and (from_cluster := CLOUDS[kind].service_account_issuer) is not None:
+        provided[SA_ISSUER] = Provision("cluster", from_cluster)
     return Prerequisites(kind, derive_needs(spec, storage), provided)

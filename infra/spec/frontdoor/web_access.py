@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from infra.components import ISTIO
+from infra.spec.clouds import CLOUDS
 from infra.spec.frontdoor.model import FrontDoorSpec
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY, STATIC_USER_HASHES_KEY
 from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
@@ -107,14 +108,6 @@ class MachineIssuer:
         return self.issuer
 
 
-# The clusters a stack creates whose token issuer is an output of the cluster (random per cluster, so a rebuilt
-# cluster has a new one): how the platform gets it, in the words of `source` and the prerequisites.
-CLUSTER_ISSUERS = MappingProxyType({
-    "eks": "the EKS cluster's OIDC issuer (the cluster resource's output)",
-    "aks": "the AKS cluster's OIDC issuer (the cluster resource's oidcIssuerProfile.issuerURL)",
-})
-
-
 def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str, str, str] | None) -> \
         MachineIssuer | None:
     """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer, which wins), or
@@ -132,8 +125,9 @@ def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str,
         project, location, name = gke
         return MachineIssuer(GKE_ISSUER.format(project=project, location=location, name=name), None, False,
                              "GKE's issuer of the cluster")
-    if kind in CLUSTER_ISSUERS:
-        return MachineIssuer(None, None, False, CLUSTER_ISSUERS[kind])
+    from_cluster = CLOUDS[kind].service_account_issuer
+    if from_cluster is not None:
+        return MachineIssuer(None, None, False, from_cluster)
     return None
 
 
