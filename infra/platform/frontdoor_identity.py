@@ -208,7 +208,7 @@ def machine_rule(facts: FrontDoorFacts) -> dict[str, Any] | None:
     if issuer is None:
         return None
     rule = _bearer_rule(issuer.url, issuer.jwks_uri, [{"header": USERID_HEADER, "claim": "sub"},
-                                                         {"header": GROUPS_HEADER, "claim": "groups"}])
+                                                      {"header": GROUPS_HEADER, "claim": "groups"}])
     return {**rule, "audiences": [MACHINE_AUDIENCE]}
 
 
