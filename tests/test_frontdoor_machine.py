@@ -19,6 +19,7 @@ from infra.spec import validate
 from infra.spec.frontdoor.web_access import IN_CLUSTER_ISSUER, JWKS_PROXY_URI
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform
 from tests.test_frontdoor import _gateway_policies, _path_matches
+from tests.test_machine_issuer import ci_issuer
 
 Obj = dict[str, Any]
 
@@ -98,9 +99,7 @@ def gateway(capture: Capture, headers: dict[str, str], token: Obj | None, path: 
 
 
 def _ci_token(stack: str, namespace: str, account: str = "trainyard-ci", **extra: Any) -> Obj:
-    issuer = platform_of(stack).front_door.machine_issuer  # type: ignore[union-attr]
-    assert issuer is not None
-    return {"iss": issuer.issuer, "sub": f"system:serviceaccount:{namespace}:{account}",
+    return {"iss": ci_issuer(stack), "sub": f"system:serviceaccount:{namespace}:{account}",
             "aud": identity.MACHINE_AUDIENCE, **extra}
 
 
@@ -144,27 +143,17 @@ def test_the_issuer_of_each_cluster_kind() -> None:
     gke = platform_of("gcp-prod").front_door.machine_issuer  # type: ignore[union-attr]
     assert gke is not None and gke.issuer == ("https://container.googleapis.com/v1/projects/trainyard-prod-ml/"
                                               "locations/us-central1/clusters/trainyard-prod") and gke.jwks_uri is None
-    for stack in ("onprem-lab", "aws-prod", "azure-prod"):
+    for stack in ("aws-prod", "azure-prod"):  # the created cluster's output (tests/test_machine_issuer.py)
         issuer = platform_of(stack).front_door.machine_issuer  # type: ignore[union-attr]
-        assert issuer is not None and issuer.source == "declared in frontDoor.serviceAccountIssuer"
+        assert issuer is not None and (issuer.issuer, issuer.jwks_uri, issuer.proxied) == (None, None, False)
     lab = platform_of("onprem-lab").front_door.machine_issuer  # type: ignore[union-attr]
-    assert lab is not None and lab.proxied  # kubeadm's in-cluster issuer: its keys through the proxy
+    assert lab is not None and lab.source == "declared in frontDoor.serviceAccountIssuer"
+    assert lab.proxied  # kubeadm's in-cluster issuer: its keys through the proxy
     proxies = [d for d in kube_objects(capture_of("onprem-lab"), "Deployment")
                if d["metadata"]["name"] == "cluster-jwks-proxy"]
     assert len(proxies) == 1 and ":" in proxies[0]["spec"]["template"]["spec"]["containers"][0]["image"]
     assert not [d for d in kube_objects(capture_of("gcp-prod"), "Deployment")
                 if d["metadata"]["name"] == "cluster-jwks-proxy"]
-
-
-@pytest.mark.parametrize("stack", ["aws-prod", "azure-prod", "onprem-lab"])
-def test_an_undeclared_issuer_is_one_prerequisite_finding(stack: str) -> None:
-    raw = raw_platform(stack)
-    del raw["frontDoor"]["serviceAccountIssuer"]
-    platform = validate(raw, stack)
-    assert platform.front_door is not None and platform.front_door.machine_issuer is None
-    unmet = platform.prerequisites.unmet()
-    assert [n.capability for n in unmet] == ["service-account-issuer"]
-    assert "frontDoor.serviceAccountIssuer" in platform.prerequisites.finding_line(unmet[0])
 
 
 def test_an_issuer_that_is_not_https_is_refused() -> None:

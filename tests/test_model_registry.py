@@ -28,6 +28,7 @@ from infra.vocabulary import pod_templates
 from tests.conftest import ALL_STACKS, capture_of, kube_objects, platform_of, raw_platform
 from tests.test_frontdoor import _namespace, _path_matches, ingress_allowed, injected
 from tests.test_frontdoor_machine import _principal_matches
+from tests.test_machine_issuer import ci_issuer
 
 Obj = dict[str, Any]
 SERVER, DATABASE = {"component": "model-registry-server"}, {"component": "db"}
@@ -257,9 +258,7 @@ def _person(stack: str, *groups: str) -> tuple[str, dict[str, Any]]:
 
 
 def _ci(stack: str, namespace: str) -> tuple[str, dict[str, Any]]:
-    door = platform_of(stack).front_door
-    assert door is not None and door.machine_issuer is not None
-    return f"{door.machine_issuer.issuer}/system:serviceaccount:{namespace}:trainyard-ci", {}
+    return f"{ci_issuer(stack)}/system:serviceaccount:{namespace}:trainyard-ci", {}
 
 
 def _groups(stack: str, team: str, key: str) -> list[str]:

@@ -43,6 +43,7 @@ class CloudCluster(pulumi.ComponentResource):
     storage_parameters: dict[str, dict[str, pulumi.Input[str]]]
     identities: dict[str, WorkloadIdentity]
     remote_write: RemoteWrite | None = None
+    service_account_issuer: pulumi.Input[str] | None = None
     kind: str
 
     def contract(self, platform: Platform) -> ClusterContract:
@@ -50,7 +51,7 @@ class CloudCluster(pulumi.ComponentResource):
             kind=self.kind, provider=self.provider, component=self, pools=tuple(f.pool for f in platform.flavors),
             capabilities=cluster_capabilities(platform), ready=self.ready, buckets=dict(self.buckets),
             storage_parameters=dict(self.storage_parameters), identities=dict(self.identities),
-            remote_write=self.remote_write)
+            remote_write=self.remote_write, service_account_issuer=self.service_account_issuer)
 
 
 def kubernetes_provider(parent: pulumi.Resource, platform: Platform, kubeconfig: pulumi.Input[str],

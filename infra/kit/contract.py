@@ -54,6 +54,9 @@ class ClusterContract:
     storage_parameters: Mapping[str, Mapping[str, pulumi.Input[str]]] = field(default_factory=dict)  # provisioner
     identities: Mapping[str, WorkloadIdentity] = field(default_factory=dict)  # account_key -> identity
     remote_write: RemoteWrite | None = None  # observability.managedPrometheus
+    # The issuer of the cluster's ServiceAccount tokens, as the cluster reports it (EKS, AKS: an output of the cluster
+    # resource, new with every rebuilt cluster); None where the spec knows it (kind, GKE, a declared one).
+    service_account_issuer: pulumi.Input[str] | None = None
 
     def identity(self, namespace: str, service_account: str) -> WorkloadIdentity | None:
         return self.identities.get(account_key(namespace, service_account))

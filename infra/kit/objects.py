@@ -101,16 +101,20 @@ def helm_chart(name: str, chart: Chart, namespace: str, values: Mapping[str, Any
 
 def kustomize_directory(name: str, release: Manifests, path: str, opts: pulumi.ResourceOptions,
                         namespace: str | None = None,
-                        patches: Sequence[Mapping[str, Any]] = ()) -> k8s.kustomize.v2.Directory:
+                        patches: Sequence[Mapping[str, Any]] | pulumi.Output[Sequence[Mapping[str, Any]]] = (),
+                        ) -> k8s.kustomize.v2.Directory:
     """A folder of a vendored release of upstream manifests (`path` inside `release`, e.g. common/cert-manager/base),
     installed from its verified, extracted tree in `.manifests/<sha256>/` (scripts/fetch-manifests) through an
     overlay of ours (infra/kit/overlays.py) that lists `patches` as kustomize applies them. `pulumi up` builds it
     with the provider's kustomize and downloads nothing; `trainyard plan` builds the same overlay with
     `kubectl kustomize` and checks every object. `namespace` goes to namespaced objects the folder leaves without
-    one (the provider's default namespace otherwise). CRDs are retained on delete, as a chart's are."""
+    one (the provider's default namespace otherwise). CRDs are retained on delete, as a chart's are. `patches` that
+    hold an output (a value only the created cluster knows) write the overlay once it is known."""
+    directory = patches.apply(lambda known: write_overlay(release, path, known)) \
+        if isinstance(patches, pulumi.Output) else write_overlay(release, path, patches)
     return k8s.kustomize.v2.Directory(
         named(name),
-        directory=write_overlay(release, path, patches),
+        directory=directory,
         namespace=namespace,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transforms=[_retain_crds])),
     )

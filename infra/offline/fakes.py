@@ -28,7 +28,8 @@ OUTPUTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     # The cloud clusters' outputs the cluster layer builds its kubeconfig from.
     "eks:index:Cluster": lambda inputs: {
         "kubeconfigJson": FAKE_KUBECONFIG, "kubeconfig": json.loads(FAKE_KUBECONFIG),
-        "oidcProviderArn": f"arn:aws:iam::123456789012:oidc-provider/{_EKS_ISSUER}", "oidcIssuer": _EKS_ISSUER},
+        "oidcProviderArn": f"arn:aws:iam::123456789012:oidc-provider/{_EKS_ISSUER}", "oidcIssuer": _EKS_ISSUER,
+        "oidcProviderUrl": f"https://{_EKS_ISSUER}"},
     "gcp:container/cluster:Cluster": lambda inputs: {
         "endpoint": "203.0.113.10", "masterAuth": {"clusterCaCertificate": _FAKE_CA},
         "privateClusterConfig": {**inputs.get("privateClusterConfig", {}), "masterIpv4CidrBlock": "172.16.0.0/28"}},

@@ -74,12 +74,13 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     # The front door serves the UIs that run here; a worker's facts carry none (one entry, on the manager).
     door = front_door(platform, provider, front_door_secret,
                       after=[r for r in (monitoring, kfp.namespace if kfp else None) if r],
-                      team_namespaces=tenancy.namespaces)
+                      team_namespaces=tenancy.namespaces, issuer=cluster.service_account_issuer)
     if kfp is not None and door is not None:
         kfp.install(pipelines_secret, after=[door])
     if door is not None:
         # each team's registry, in its models namespace, routed and guarded at the front door
-        model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door])
+        model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door],
+                       issuer=cluster.service_account_issuer)
         # KServe's webhook certificates come from the front door's cert-manager
         serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None,
                 team_namespaces=tenancy.namespaces)

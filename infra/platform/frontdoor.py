@@ -198,10 +198,11 @@ def dex_patches(facts: FrontDoorFacts) -> list[Patch]:
 class FrontDoor(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
                  after: list[pulumi.Resource], team_namespaces: Mapping[str, pulumi.Resource] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 issuer: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         """`secret`: the value of the front door's secret key (facts.secret_keys), None when unset; `after`: the
         components whose UIs it serves (their Services and pods must exist); `team_namespaces`: the team
-        namespaces the web binder writes into."""
+        namespaces the web binder writes into; `issuer`: the cluster's ServiceAccount token issuer where the
+        cluster reports it (ClusterContract.service_account_issuer), which the machine-token rules trust."""
         super().__init__("trainyard:platform:FrontDoor", name, None, opts)
         facts = platform.front_door
         assert facts is not None
@@ -209,7 +210,7 @@ class FrontDoor(pulumi.ComponentResource):
         assert tls is not None
 
         def directory(resource: str, path: str, depends: list[pulumi.Resource],
-                      patches: list[Patch] | None = None) -> k8s.kustomize.v2.Directory:
+                      patches: list[Patch] | pulumi.Output[list[Patch]] | None = None) -> k8s.kustomize.v2.Directory:
             return kustomize_directory(resource, KUBEFLOW_MANIFESTS, path, child_opts(self, provider, depends),
                                        patches=patches or [])
 
@@ -223,7 +224,7 @@ class FrontDoor(pulumi.ComponentResource):
         gateway = directory("gateway", "common/istio/kubeflow-istio-resources/base", [istio],
                             gateway_patches(facts.spec.host, tls_secret(facts), http01))
         oauth2 = directory(OAUTH2_PROXY.name, "common/oauth2-proxy/overlays/m2m-dex-only", [istio],
-                           oauth2_proxy_patches(facts))
+                           identity.with_cluster_issuer(facts, issuer, oauth2_proxy_patches))
         signed_in = [oauth2]
         if facts.dex:
             signed_in.append(directory("dex", "common/dex/overlays/oauth2-proxy", [istio], dex_patches(facts)))
@@ -235,7 +236,7 @@ class FrontDoor(pulumi.ComponentResource):
             web_binder.WebBinder(named("web-binder"), facts, teams, identity.SESSION_HOURS * 3600, provider,
                                  [istio_ns, *(team_namespaces or {}).values()], pulumi.ResourceOptions(parent=self))
         self._uis(facts, provider, [gateway, *after], istio_ns, binder)
-        self._machines(facts, provider, istio, http01)
+        self._machines(facts, provider, istio, http01, issuer)
         self.register_outputs({"url": facts.url, "issuer": facts.issuer, "dex": facts.dex,
                                "uis": {ui.name: f"{facts.url}{ui.path}" for ui in facts.uis}})
 
@@ -274,12 +275,13 @@ class FrontDoor(pulumi.ComponentResource):
                         child_opts(self, provider, [owner]), type="Opaque", stringData=pulumi.Output.secret(data))
 
     def _machines(self, facts: FrontDoorFacts, provider: k8s.Provider, istio: pulumi.Resource,
-                  http01: bool) -> None:
+                  http01: bool, issuer: pulumi.Input[str] | None) -> None:
         """The header guard; the cluster-jwks-proxy when the cluster's token keys are read through it; the
         IngressClass cert-manager's http01 solver Ingress names."""
         opts = child_opts(self, provider, [istio])
         kube_object("front-door-header-guard", ISTIO_SECURITY_API, "AuthorizationPolicy",
-                    metadata(identity.HEADER_GUARD, ISTIO.namespace), opts, spec=identity.header_guard(facts))
+                    metadata(identity.HEADER_GUARD, ISTIO.namespace), opts,
+                    spec=identity.with_cluster_issuer(facts, issuer, identity.header_guard))
         if facts.machine_issuer is not None and facts.machine_issuer.proxied:
             jwks_proxy(self, provider, opts)
         if http01:
@@ -334,8 +336,9 @@ def jwks_proxy(parent: pulumi.Resource, provider: k8s.Provider, opts: pulumi.Res
 
 def front_door(platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
                after: list[pulumi.Resource],
-               team_namespaces: Mapping[str, pulumi.Resource] | None = None) -> FrontDoor | None:
+               team_namespaces: Mapping[str, pulumi.Resource] | None = None,
+               issuer: pulumi.Input[str] | None = None) -> FrontDoor | None:
     """The stack's front door, when it declares one (on the manager only: a worker's facts carry none)."""
     if platform.front_door is None:
         return None
-    return FrontDoor(named("front-door"), platform, provider, secret, after, team_namespaces)
+    return FrontDoor(named("front-door"), platform, provider, secret, after, team_namespaces, issuer)

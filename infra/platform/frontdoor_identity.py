@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
 
+import pulumi
 import yaml
 
 from infra.components import DEX, GATEWAY_POD_LABELS, GROUPS_HEADER, OAUTH2_PROXY, USERID_HEADER
@@ -43,6 +46,7 @@ SESSION_HOURS = 24  # oauth2-proxy's cookie_expire (upstream's): a session's lif
 MACHINE_AUDIENCE = "pipelines.kubeflow.org"
 HEADER_GUARD = "deny-unclaimed-identity-headers"  # the gateway's AuthorizationPolicy (header_guard)
 DEX_CLIENT_SECRET, DEX_PASSWORDS = DEX.secrets
+T = TypeVar("T")
 
 
 def placeholder_problem(key: str, value: str) -> str | None:
@@ -203,9 +207,23 @@ def machine_rule(facts: FrontDoorFacts) -> dict[str, Any] | None:
     issuer = facts.machine_issuer
     if issuer is None:
         return None
-    rule = _bearer_rule(issuer.issuer, issuer.jwks_uri, [{"header": USERID_HEADER, "claim": "sub"},
-                                                         {"header": GROUPS_HEADER, "claim": "groups"}])
+    rule = _bearer_rule(issuer.url, issuer.jwks_uri, [{"header": USERID_HEADER, "claim": "sub"},
+                                                      {"header": GROUPS_HEADER, "claim": "groups"}])
     return {**rule, "audiences": [MACHINE_AUDIENCE]}
+
+
+def with_cluster_issuer(facts: FrontDoorFacts, issuer: pulumi.Input[str] | None,
+                        build: Callable[[FrontDoorFacts], T]) -> T | pulumi.Output[T]:
+    """`build(facts)`; where the facts leave the machine issuer to the cluster (EKS, AKS), `build` runs on the facts
+    with `issuer` (the cluster's output, ClusterContract.service_account_issuer) put in, so the gateway trusts the
+    issuer of the cluster that exists: a rebuilt cluster's new one with no edit of the stack."""
+    machine = facts.machine_issuer
+    if machine is None or machine.issuer is not None:
+        return build(facts)
+    if issuer is None:
+        raise ValueError(f"{machine.source}: the cluster layer gave no issuer (ClusterContract.service_account_issuer)")
+    return pulumi.Output.from_input(issuer).apply(
+        lambda value: build(replace(facts, machine_issuer=replace(machine, issuer=value))))
 
 
 def jwt_rules(facts: FrontDoorFacts) -> list[dict[str, Any]]:
@@ -228,8 +246,8 @@ def header_guard(facts: FrontDoorFacts) -> dict[str, Any]:
     rules.append({"when": [{"key": f"request.headers[{BOOTSTRAP_HEADER.lower()}]", "values": ["*"]}]})
     issuer = facts.machine_issuer
     if issuer is not None:
-        accounts = [f"{issuer.issuer}/system:serviceaccount:{ns}:{sa}" for ns, sa in facts.machine_accounts]
-        rules.append({"from": [{"source": {"requestPrincipals": [f"{issuer.issuer}/*"],
+        accounts = [f"{issuer.url}/system:serviceaccount:{ns}:{sa}" for ns, sa in facts.machine_accounts]
+        rules.append({"from": [{"source": {"requestPrincipals": [f"{issuer.url}/*"],
                                            "notRequestPrincipals": accounts}}]})
     return {"selector": {"matchLabels": dict(GATEWAY_POD_LABELS)}, "action": "DENY", "rules": rules}
 

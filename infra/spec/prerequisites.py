@@ -92,9 +92,8 @@ def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
     if capability == SA_ISSUER:
-        return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (EKS: the "
-                "cluster's OIDC issuer output; AKS: oidcIssuerProfile.issuerUrl; an existing cluster: its API "
-                "server's --service-account-issuer)")
+        return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (an existing "
+                "cluster: its API server's --service-account-issuer)")
     if capability.startswith("link:"):
         return ("a worker's only private path to the site is its `link`, provided once its cloud side is declared: "
                 "set clusters.<worker>.link.attachment (the VPN connection or interconnect attachment, routed to "
@@ -249,4 +248,6 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         provided[SA_ISSUER] = Provision("cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
     elif door is not None and kind == "gke":
         provided[SA_ISSUER] = Provision("cluster", "GKE's issuer of the cluster (container.googleapis.com)")
+    elif door is not None and (from_cluster := CLOUDS[kind].service_account_issuer) is not None:
+        provided[SA_ISSUER] = Provision("cluster", from_cluster)
     return Prerequisites(kind, derive_needs(spec, storage), provided)

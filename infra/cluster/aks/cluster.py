@@ -109,6 +109,9 @@ class AksCluster(CloudCluster):
             # The pools below are their own resources: the cluster must not fight over them.
             opts=self._opts(protect=True, ignore_changes=["agentPoolProfiles"]),
         )
+        # The issuer of the cluster's ServiceAccount tokens: the workload identities' federation trusts it, and the
+        # front door's gateway for CI's machine tokens.
+        self.service_account_issuer = issuer = self.cluster.oidc_issuer_profile.issuer_url
         credentials = containerservice.list_managed_cluster_user_credentials_output(
             resource_group_name=group, resource_name=self.cluster.name, format="exec",
             opts=pulumi.InvokeOutputOptions(parent=self, provider=self.azure))
@@ -124,12 +127,12 @@ class AksCluster(CloudCluster):
         stored = cloud_buckets(platform, self)
         self.buckets, self.storage_parameters = stored.names, stored.parameters
         self.identities = bucket_identities(
-            platform, group, self.cluster.oidc_issuer_profile.issuer_url,
-            stored.ids, self._opts(), self.azure) if platform.storage.profile == "azure" else {}
+            platform, group, issuer, stored.ids, self._opts(),
+            self.azure) if platform.storage.profile == "azure" else {}
         aks_audit(platform, group, spec.location, self.cluster.id, self._opts())
         if platform.observability.managed_prometheus:
             self.remote_write, identity = azure_monitor(
-                platform, group, spec.location, self.cluster.oidc_issuer_profile.issuer_url, self._opts(), self.azure)
+                platform, group, spec.location, issuer, self._opts(), self.azure)
             self.identities[account_key(*PROMETHEUS_ACCOUNT)] = identity
         self.register_outputs({"cluster": platform.cluster_name, "location": spec.location,
                                "agentPools": [aks_pool_name(flavor.name) for flavor in platform.flavors]})

@@ -103,6 +103,8 @@ class EksCluster(CloudCluster):
             opts=self._opts(protect=True, depends_on=[audit_logs]),
         )
         name = platform.cluster_name  # a plain name: the add-ons need no output of the remote component
+        # The issuer URL itself (`oidc_issuer` is the same without https://, as IAM trust conditions name it).
+        self.service_account_issuer = self.cluster.oidc_provider_url
         # Before any node: a node is Ready only once the CNI runs there with its credentials.
         self.cni = vpc_cni(name, self.cluster.oidc_provider_arn, self.cluster.oidc_issuer,
                            self._opts(depends_on=[self.cluster]))

@@ -20,6 +20,7 @@ The database's password is each team's own, derived from the stack's secret key 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import pulumi
@@ -29,7 +30,7 @@ from infra.components import GATEWAY_PEER, GATEWAY_POD_LABELS, ISTIO, MODEL_REGI
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata, retained
 from infra.platform.frontdoor import ISTIO_NETWORKING_API, ISTIO_SECURITY_API
-from infra.platform.frontdoor_identity import checked, derived
+from infra.platform.frontdoor_identity import checked, derived, with_cluster_issuer
 from infra.platform.frontdoor_patches import GATEWAY_REF
 from infra.platform.models.registry_patches import (
     DATABASE_PODS,
@@ -93,7 +94,7 @@ def registry_access(door: FrontDoorFacts, team: TeamModels, namespaces: tuple[st
     readers = sorted({g.group for g in grants})
     writers = sorted({g.group for g in grants if g.right != "read"})
     issuer = door.machine_issuer
-    ci = sorted(f"{issuer.issuer}/system:serviceaccount:{ns}:{account}"
+    ci = sorted(f"{issuer.url}/system:serviceaccount:{ns}:{account}"
                 for ns, account in door.machine_accounts if ns in namespaces) if issuer is not None else []
 
     def rule(groups: list[str], methods: dict[str, list[str]]) -> dict[str, Any]:
@@ -111,9 +112,10 @@ def registry_access(door: FrontDoorFacts, team: TeamModels, namespaces: tuple[st
 class ModelRegistry(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
                  team_namespaces: Mapping[str, pulumi.Resource], after: list[pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 issuer: pulumi.Input[str] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
         """`secret`: the value of trainyard:modelRegistryDbPassword, None while unset (the servers and databases
-        then wait for their Secret); `after`: the front door (Istio's CRDs for the route and the policy)."""
+        then wait for their Secret); `after`: the front door (Istio's CRDs for the route and the policy); `issuer`:
+        the cluster's ServiceAccount token issuer where the cluster reports it (CI's principals in the policy)."""
         super().__init__("trainyard:platform:ModelRegistry", name, None, opts)
         facts, door = platform.models, platform.front_door
         assert facts is not None and door is not None
@@ -140,15 +142,16 @@ class ModelRegistry(pulumi.ComponentResource):
                         spec=registry_route(door, team))
             kube_object(f"model-registry-{team.team}-access", ISTIO_SECURITY_API, "AuthorizationPolicy",
                         metadata(f"model-registry-{team.team}", ISTIO.namespace), opts_door,
-                        spec=registry_access(door, team, namespaces[team.team]))
+                        spec=with_cluster_issuer(door, issuer, partial(registry_access, team=team,
+                                                                       namespaces=namespaces[team.team])))
         self.register_outputs({"version": facts.registry_version, "database": "/".join(facts.database),
                                "registries": {t.team: t.registry_url for t in facts.teams}})
 
 
 def model_registry(platform: Platform, provider: k8s.Provider, secret: pulumi.Output[str] | None,
                    team_namespaces: Mapping[str, pulumi.Resource],
-                   after: list[pulumi.Resource]) -> ModelRegistry | None:
+                   after: list[pulumi.Resource], issuer: pulumi.Input[str] | None = None) -> ModelRegistry | None:
     """The teams' registries, when the stack declares `models` (on the manager only: a worker's facts carry none)."""
     if platform.models is None:
         return None
-    return ModelRegistry(named("model-registry"), platform, provider, secret, team_namespaces, after)
+    return ModelRegistry(named("model-registry"), platform, provider, secret, team_namespaces, after, issuer)

@@ -282,6 +282,7 @@ FACTS = CloudFacts(
     # An EC2 capacity reservation id (launch template capacityReservationTarget).
     reservation=(re.compile(r"^cr-[0-9a-f]{8,17}$"), "an EC2 capacity reservation id such as cr-0123456789abcdef0"),
     login_fix="set cluster.eks.login.oidc {issuerUrl, clientId} or cluster.eks.login.accessEntries",
+    service_account_issuer="the EKS cluster's OIDC issuer (the cluster resource's output)",
     provides={
         "network-policy": "VPC CNI network policy (vpc-cni add-on, enableNetworkPolicy)",
         "audit-log": "EKS control-plane logs audit and authenticator, to CloudWatch Logs (audit.retentionDays)",

@@ -220,6 +220,7 @@ FACTS = CloudFacts(
                  "a capacity reservation group id (/subscriptions/.../capacityReservationGroups/NAME)"),
     group_form=(re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
                 "an Entra ID group's object id in lowercase, e.g. 6f1e2d3c-4b5a-4987-8a6b-5c4d3e2f1a0b"),
+    service_account_issuer="the AKS cluster's OIDC issuer (the cluster resource's oidcIssuerProfile.issuerURL)",
     provides={
         "network-policy": "Azure CNI powered by Cilium (network_policy cilium)",
         "audit-log": "diagnostic setting: kube-audit-admin to Log Analytics (audit.retentionDays)",

@@ -143,6 +143,10 @@ class CloudFacts:
     group_form: Form | None = None  # the form of a group its login hands the API server; None: the provider's
     login_fix: str | None = None  # how a stack turns on group claims, when it must
     provides: Mapping[str, str] = field(default_factory=dict)  # capability -> the mechanism the cluster layer sets
+    # Where the cluster the stack creates reports its ServiceAccount token issuer (an output of the cluster resource,
+    # random per cluster: the cluster layer hands it over in ClusterContract.service_account_issuer); None: derived in
+    # the spec (GKE) or declared (an existing cluster).
+    service_account_issuer: str | None = None
     storage: CloudStorage | None = None
     workload_identity: IdentityMechanism | None = None
     # Where a pod fetches its workload identity's credentials, (range, TCP port): its team namespace's egress to the

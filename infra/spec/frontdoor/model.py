@@ -346,11 +346,11 @@ class IdentityProvider(Strict):
 
 class ServiceAccountIssuer(Strict):
     """The issuer of the cluster's ServiceAccount tokens, which the gateway accepts from machines (CI's
-    `trainyard-ci` tokens, `sub` -> kubeflow-userid), where Trainyard cannot derive it: EKS (the cluster's OIDC
-    issuer output, https://oidc.eks.<region>.amazonaws.com/id/<ID>), AKS (`oidcIssuerProfile.issuerUrl`), an
-    existing cluster (its API server's --service-account-issuer). `jwksUri`: where its keys are read; absent, an
-    in-cluster issuer (a `.svc` host, kubeadm's default) is read through the cluster-jwks-proxy and a public one by
-    its discovery document."""
+    `trainyard-ci` tokens, `sub` -> kubeflow-userid), where Trainyard cannot derive it: an existing cluster (its API
+    server's --service-account-issuer). EKS and AKS clusters the stack creates give theirs (the cluster's output), GKE
+    and kind are derived; declared, it wins on any kind. `jwksUri`: where its keys are read; absent, an in-cluster
+    issuer (a `.svc` host, kubeadm's default) is read through the cluster-jwks-proxy and a public one by its
+    discovery document."""
 
     issuer: str
     jwks_uri: str | None = Field(default=None, alias="jwksUri")
@@ -370,9 +370,9 @@ class ServiceAccountIssuer(Strict):
 class FrontDoorSpec(Strict):
     """The one web entry of the stack (docs/front-door.md): `host` (the DNS name people type, served on 443),
     `tls` (required), `identityProvider`, `provides` (what the site does outside the cluster) and
-    `serviceAccountIssuer` (the cluster's token issuer, where Trainyard cannot derive it). Every web UI of
-    the platform is served under this host, behind
-    sign-in; nothing web-facing is reachable around it. In a stack of several clusters it is the manager's."""
+    `serviceAccountIssuer` (the cluster's token issuer, where neither the spec nor the created cluster gives it).
+    Every web UI of the platform is served under this host, behind sign-in; nothing web-facing is reachable around
+    it. In a stack of several clusters it is the manager's."""
 
     host: str
     tls: Tls | None = None

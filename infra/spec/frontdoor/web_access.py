@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from infra.components import ISTIO
+from infra.spec.clouds import CLOUDS
 from infra.spec.frontdoor.model import FrontDoorSpec
 from infra.spec.input.keys import LDAP_BIND_PASSWORD_KEY, OIDC_CLIENT_SECRET_KEY, STATIC_USER_HASHES_KEY
 from infra.spec.teams import CI_SERVICE_ACCOUNT, TeamSpec
@@ -89,20 +90,30 @@ PIPELINES_UI = WebUi("pipelines", "/pipeline", "pipelines", MappingProxyType({st
 
 @dataclass(frozen=True)
 class MachineIssuer:
-    """The cluster's ServiceAccount token issuer as the gateway trusts it: `jwks_uri` None reads its keys by
-    discovery; `proxied` when they come through the cluster-jwks-proxy; `source` says how Trainyard knows it."""
+    """The cluster's ServiceAccount token issuer as the gateway trusts it: `issuer` None when it is an output of the
+    cluster the stack creates (EKS, AKS: ClusterContract.service_account_issuer, put in by the platform); `jwks_uri`
+    None reads its keys by discovery; `proxied` when they come through the cluster-jwks-proxy; `source` says how
+    Trainyard knows it."""
 
-    issuer: str
+    issuer: str | None
     jwks_uri: str | None
     proxied: bool
     source: str
 
+    @property
+    def url(self) -> str:
+        """The issuer itself, once known (the builders of the gateway's rules run after the cluster's is put in)."""
+        if self.issuer is None:
+            raise ValueError(f"the issuer ({self.source}) is the cluster's output: build with it put in")
+        return self.issuer
+
 
 def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str, str, str] | None) -> \
         MachineIssuer | None:
-    """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer), or derived
-    for a laptop's kind cluster and for GKE (`gke`: project, location, cluster name); None where unknown (EKS and
-    AKS until declared from the cluster's output, an existing cluster until declared)."""
+    """The issuer of the cluster's ServiceAccount tokens: declared (frontDoor.serviceAccountIssuer, which wins), or
+    derived: a laptop's kind cluster, GKE (`gke`: project, location, cluster name), the output of an EKS or AKS
+    cluster the stack creates (its keys read by discovery, as Istio reads them: `<issuer>/.well-known/...`, a
+    trailing slash trimmed); None where unknown (an existing cluster until declared)."""
     declared = door.service_account_issuer
     if declared is not None:
         in_cluster = declared.jwks_uri is None and ".svc" in declared.issuer.removeprefix("https://").split("/")[0]
@@ -114,6 +125,9 @@ def machine_issuer(door: FrontDoorSpec, kind: str, laptop: bool, gke: tuple[str,
         project, location, name = gke
         return MachineIssuer(GKE_ISSUER.format(project=project, location=location, name=name), None, False,
                              "GKE's issuer of the cluster")
+    from_cluster = CLOUDS[kind].service_account_issuer
+    if from_cluster is not None:
+        return MachineIssuer(None, None, False, from_cluster)
     return None
 
 
