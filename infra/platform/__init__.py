@@ -21,6 +21,7 @@ from infra.kit.contract import ClusterContract
 from infra.kit.naming import cluster_scope, named
 from infra.platform.admission import Admission
 from infra.platform.backup import Backup
+from infra.platform.bucket_keys import copy_bucket_keys
 from infra.platform.burst_data import BurstData
 from infra.platform.fabric import fabric
 from infra.platform.frontdoor import front_door
@@ -60,7 +61,8 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     fabric(platform, provider)
     trainer = Trainer(named("trainer"), platform, provider, cluster.pod_labels(TEAM_DATA_ACCOUNT))
     kueue = Kueue(named("kueue"), platform, provider, tenancy.namespaces)
-    Storage(named("storage"), platform, cluster, tenancy.namespaces)
+    storage = Storage(named("storage"), platform, cluster, tenancy.namespaces)
+    copy_bucket_keys(storage, platform, provider, tenancy.namespaces)  # rook-ceph: the claims' keys in other namespaces
     backup = Backup(named("backup"), platform, provider, tenancy.namespaces, backup_credentials,
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access(named("access"), platform, provider, tenancy.namespaces)
@@ -81,8 +83,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
         # each team's registry, in its models namespace, routed and guarded at the front door
         model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door])
         # KServe's webhook certificates come from the front door's cert-manager
-        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None,
-                team_namespaces=tenancy.namespaces)
+        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None)
     return Built(provider, kueue, tenancy.namespaces)
 
 

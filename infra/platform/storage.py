@@ -157,9 +157,9 @@ class Storage(pulumi.ComponentResource):
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
         if facts.profile == "rook-ceph":
             self._ceph_buckets(facts)
-        # rook-ceph: the data account of a models namespace lists the bucket keys KServe's storage initializer
-        # reads (infra/platform/models/credentials.py)
-        keys = platform.models.bucket_keys if platform.models else {}
+        # rook-ceph: the data account of a models namespace lists the copy of the bucket's keys that KServe's storage
+        # initializer reads (infra/platform/bucket_keys.py)
+        keys = {t.namespace: c.secret for c in facts.key_copies for t in c.targets if t.served}
         self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None), keys)
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})
