@@ -1,9 +1,9 @@
 """The team bucket's keys in the team's other namespaces on rook-ceph (issues 30 and 31): one copier owned by the
-storage layer (infra/spec/storage/keys.py, infra/platform/bucket_keys.py) writes the claim's Secret into Pipelines'
-second namespaces and the models namespaces. Its account's rights are read from the rendered RBAC, name by name;
-its script runs against a fake kubectl; its pods pass Pod Security `restricted` and reach DNS and the API server
-only; its failure alerts. Stacks whose data account reads the bucket by workload identity (aws, gcp), or that have no
-team bucket the platform reads (nfs, azure), get none of it."""
+storage layer (infra/spec/storage/keys.py, infra/platform/storage.py bucket_keys) writes the claim's Secret into
+Pipelines' second namespaces and the models namespaces. Its account's rights are read from the rendered RBAC, name
+by name; its script runs against a fake kubectl; its pods pass Pod Security `restricted` and reach DNS and the API
+server only; its failure alerts. Stacks whose data account reads the bucket by workload identity (aws, gcp), or that
+have no team bucket the platform reads (nfs, azure), get none of it."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.platform import bucket_keys
+from infra.platform import storage
 from infra.spec.storage.keys import KEYS
 from tests.conftest import capture_of, kube_objects, platform_of
 
@@ -93,10 +93,10 @@ def test_pulumi_leaves_the_copied_keys_alone(monkeypatch: pytest.MonkeyPatch) ->
     (pulumi-kubernetes' server-side apply keeps an ignored field's live value, or drops it when another manager
     owns it: provider/pkg/await/await.go handleSSAIgnoreFields)."""
     recorder = _Recorder()
-    monkeypatch.setattr(bucket_keys, "kube_object", recorder)
+    monkeypatch.setattr(storage, "kube_object", recorder)
     platform = platform_of("onprem-lab")
     namespaces = {ns: _resource() for team in platform.teams for ns in team.namespaces}
-    bucket_keys.copy_bucket_keys(_resource(), platform, None, namespaces)  # type: ignore[arg-type]
+    storage.bucket_keys(_resource(), platform, None, namespaces)  # type: ignore[arg-type]
     assert set(recorder.secrets) == {"vision-models/vision-datasets", "nlp-models/nlp-datasets",
                                      "speech-eval/speech-datasets", "speech-models/speech-datasets"}
     assert all(opts.ignore_changes == ["data", "stringData"] for opts in recorder.secrets.values())

@@ -21,7 +21,6 @@ from infra.kit.contract import ClusterContract
 from infra.kit.naming import cluster_scope, named
 from infra.platform.admission import Admission
 from infra.platform.backup import Backup
-from infra.platform.bucket_keys import copy_bucket_keys
 from infra.platform.burst_data import BurstData
 from infra.platform.fabric import fabric
 from infra.platform.frontdoor import front_door
@@ -61,8 +60,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
     fabric(platform, provider)
     trainer = Trainer(named("trainer"), platform, provider, cluster.pod_labels(TEAM_DATA_ACCOUNT))
     kueue = Kueue(named("kueue"), platform, provider, tenancy.namespaces)
-    storage = Storage(named("storage"), platform, cluster, tenancy.namespaces)
-    copy_bucket_keys(storage, platform, provider, tenancy.namespaces)  # rook-ceph: the claims' keys in other namespaces
+    Storage(named("storage"), platform, cluster, tenancy.namespaces)
     backup = Backup(named("backup"), platform, provider, tenancy.namespaces, backup_credentials,
                     identity=cluster.identity(VELERO_NAMESPACE, VELERO_ACCOUNT))
     Access(named("access"), platform, provider, tenancy.namespaces)

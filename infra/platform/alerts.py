@@ -14,9 +14,9 @@ from typing import Any
 
 from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
 from infra.platform.backup import DRILL
-from infra.platform.bucket_keys import NAME as KEY_COPIER
-from infra.platform.bucket_keys import SCHEDULE_MINUTES as KEY_COPY_MINUTES
 from infra.platform.kfp.journal_drill import NAME as JOURNAL_DRILL
+from infra.platform.storage import KEYS_ACCOUNT as KEY_COPIER
+from infra.platform.storage import KEYS_SCHEDULE_MINUTES as KEY_COPY_MINUTES
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
 from infra.spec.observability import RELATIVE_RUNBOOK
@@ -252,7 +252,7 @@ def _storage(platform: Platform, monitoring_namespace: str) -> list[dict[str, An
                    f" < {PVC_FREE_RATIO}",
                    "warning", "volume {{ $labels.persistentvolumeclaim }} in {{ $labels.namespace }} is over "
                    f"{int((1 - PVC_FREE_RATIO) * 100)}% full", for_="15m")]
-    if platform.storage.key_copies:  # rook-ceph: the claims' keys copier (infra/platform/bucket_keys.py)
+    if platform.storage.key_copies:  # rook-ceph: the claims' keys copier (infra/platform/storage.py bucket_keys)
         copier = f'namespace="{platform.spec.storage.rook_ceph.namespace}", cronjob="{KEY_COPIER}"'
         window = KEY_COPY_STALE_RUNS * KEY_COPY_MINUTES * 60
         # No success in that many runs, or none since the CronJob was created that long ago.

@@ -1,5 +1,5 @@
 """The team bucket's keys in the team's other namespaces, on rook-ceph: which claim Secret is copied where, and what
-each copy looks like (infra/platform/bucket_keys.py copies them; docs/pipelines.md, docs/model-lifecycle.md).
+each copy looks like (infra/platform/storage.py bucket_keys copies them; docs/pipelines.md, docs/model-lifecycle.md).
 
 Rook writes an ObjectBucketClaim's keys as a Secret named after the claim, in the claim's namespace only (the team's
 first). Two readers need them elsewhere under the same name:
