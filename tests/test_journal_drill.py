@@ -165,7 +165,7 @@ def test_the_drill_scripts_pass_shellcheck(tmp_path: Path) -> None:
     check = yaml.safe_load(pods["strategicPatches"][0]["patchData"])["spec"]["containers"][1]["command"][-1]
     for name, script in (("journal", _script(_named(capture, "CronJob", "journal-drill"))), ("check", check),
                          ("drill", _script(_named(capture, "CronJob", "restore-drill"))),
-                         ("keys", _script(_named(capture, "CronJob", "pipelines-bucket-keys")))):
+                         ("keys", _script(_named(capture, "CronJob", "bucket-keys")))):
         path = tmp_path / f"{name}.sh"
         path.write_text(f"#!/bin/bash\n{script}")
         result = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True, check=False)

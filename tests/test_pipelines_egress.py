@@ -36,8 +36,6 @@ CALLS = {
     # SeaweedFS-artifact stacks: upstream's per-namespace sync
     "metacontroller": [("kubernetes", 443), ("kubeflow-pipelines-profile-controller", 80)],
     "kubeflow-pipelines-profile-controller": [("seaweedfs", 8111), ("seaweedfs", 8333)],
-    # rook-ceph: the team bucket's key copier
-    "pipelines-bucket-keys": [("kubernetes", 443)],
 }
 
 
@@ -57,9 +55,11 @@ def _peer(peer: dict[str, Any], ns_labels: dict[str, str] | None, pod: dict[str,
 
 
 def egress(policies: list[dict[str, Any]], source: dict[str, str], port: int, protocol: str = "TCP",
-           ns_labels: dict[str, str] | None = None, pod: dict[str, str] | None = None, ip: str | None = None) -> bool:
-    """Whether a pod of `kubeflow` labelled `source` may connect to the pod (or address) on the port."""
-    selecting = [p["spec"] for p in policies if p["metadata"]["namespace"] == NS
+           ns_labels: dict[str, str] | None = None, pod: dict[str, str] | None = None, ip: str | None = None,
+           namespace: str = NS) -> bool:
+    """Whether a pod of `namespace` (`kubeflow`) labelled `source` may connect to the pod (or address) on the port
+    (a peer without a namespace selector is read as in `kubeflow`)."""
+    selecting = [p["spec"] for p in policies if p["metadata"]["namespace"] == namespace
                  and "Egress" in p["spec"].get("policyTypes", [])
                  and matches_selector(p["spec"]["podSelector"], source)]
     if not selecting:

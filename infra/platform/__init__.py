@@ -82,8 +82,7 @@ def build_platform(platform: Platform, cluster: ClusterContract, backup_credenti
         model_registry(platform, provider, registry_secret, tenancy.namespaces, after=[door],
                        issuer=cluster.service_account_issuer)
         # KServe's webhook certificates come from the front door's cert-manager
-        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None,
-                team_namespaces=tenancy.namespaces)
+        serving(platform, provider, after=[door], namespace=kfp.namespace if kfp else None)
     return Built(provider, kueue, tenancy.namespaces)
 
 

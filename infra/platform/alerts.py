@@ -15,6 +15,8 @@ from typing import Any
 from infra.components import GPU_OPERATOR, KUEUE, TRAINER, VELERO
 from infra.platform.backup import DRILL
 from infra.platform.kfp.journal_drill import NAME as JOURNAL_DRILL
+from infra.platform.storage import KEYS_ACCOUNT as KEY_COPIER
+from infra.platform.storage import KEYS_SCHEDULE_MINUTES as KEY_COPY_MINUTES
 from infra.spec import Platform
 from infra.spec.backup import cron_interval_hours
 from infra.spec.observability import RELATIVE_RUNBOOK
@@ -28,6 +30,7 @@ NOT_FOLLOWER = 'replica_role!="follower"'
 PENDING_HOURS = 2
 ADMISSION_WAIT_P95_HOURS = 4
 PVC_FREE_RATIO = 0.10
+KEY_COPY_STALE_RUNS = 3  # the bucket keys' copier failed this many runs in a row
 # (namespace, deployment) of the controllers whose webhooks fail closed: one down blocks every submission.
 CONTROLLERS = (
     (KUEUE.namespace, "kueue-controller-manager"),
@@ -65,6 +68,8 @@ DESCRIPTIONS = {
     "RestoreDrillFailed": "The backups are not proven restorable.",
     "RestoreDrillStale": "Restores are unproven for longer than the policy says.",
     "PVCNearlyFull": "Checkpoint writes fail when it fills (the job loses its progress).",
+    "BucketKeysNotCopied": "Pipeline runs in the team's other namespaces fail at their first artifact and predictors "
+                           "cannot download their model, until the team bucket's keys reach them.",
     # The pipeline layer's (infra/platform/kfp/observability.py).
     "PipelineRunsFailed": "The team's runs record no model, metrics or release for those runs.",
     "PipelineStepPendingTooLong": "The run waits without end, holding its earlier steps' quota and the team's "
@@ -242,11 +247,21 @@ def _backup(platform: Platform) -> list[dict[str, Any]]:
 def _storage(platform: Platform, monitoring_namespace: str) -> list[dict[str, Any]]:
     namespaces = "|".join(sorted({ns for team in platform.teams for ns in team.namespaces} | {monitoring_namespace}))
     selector = f'{{namespace=~"{namespaces}"}}'
-    return [alert("PVCNearlyFull",
-                  f"kubelet_volume_stats_available_bytes{selector} / kubelet_volume_stats_capacity_bytes{selector}"
-                  f" < {PVC_FREE_RATIO}",
-                  "warning", "volume {{ $labels.persistentvolumeclaim }} in {{ $labels.namespace }} is over "
-                  f"{int((1 - PVC_FREE_RATIO) * 100)}% full", for_="15m")]
+    rules = [alert("PVCNearlyFull",
+                   f"kubelet_volume_stats_available_bytes{selector} / kubelet_volume_stats_capacity_bytes{selector}"
+                   f" < {PVC_FREE_RATIO}",
+                   "warning", "volume {{ $labels.persistentvolumeclaim }} in {{ $labels.namespace }} is over "
+                   f"{int((1 - PVC_FREE_RATIO) * 100)}% full", for_="15m")]
+    if platform.storage.key_copies:  # rook-ceph: the claims' keys copier (infra/platform/storage.py bucket_keys)
+        copier = f'namespace="{platform.spec.storage.rook_ceph.namespace}", cronjob="{KEY_COPIER}"'
+        window = KEY_COPY_STALE_RUNS * KEY_COPY_MINUTES * 60
+        # No success in that many runs, or none since the CronJob was created that long ago.
+        rules.append(alert("BucketKeysNotCopied",
+                           f"time() - kube_cronjob_status_last_successful_time{{{copier}}} > {window}"
+                           f" or (time() - kube_cronjob_created{{{copier}}} > {window}"
+                           " unless on (namespace, cronjob) kube_cronjob_status_last_successful_time)",
+                           "warning", f"no bucket keys copied for over {window // 60} minutes", for_="5m"))
+    return rules
 
 
 def _recording(platform: Platform) -> list[dict[str, Any]]:

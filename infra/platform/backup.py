@@ -26,12 +26,12 @@ from infra.kit.objects import (
     policy_rule,
 )
 from infra.platform.network import ANYWHERE, Flow, guard_namespace, metrics
-from infra.platform.storage import JOB_RESOURCES, RESTRICTED
+from infra.platform.storage import cron_job
 from infra.spec import Platform
 from infra.spec.backup import BackupFacts
 from infra.spec.clouds import VELERO_PLUGINS
 from infra.spec.storage.model import CHECKPOINTS, DATASETS, SCRATCH, VELERO_NAMESPACE, StorageFacts
-from infra.spec.versions import KUBECTL_IMAGE, VELERO_CHART, VELERO_IMAGE
+from infra.spec.versions import VELERO_CHART, VELERO_IMAGE
 from infra.vocabulary import BACKUP_MARKER, DRILL_LABEL, NAME_LABEL
 
 API = "velero.io/v1"
@@ -233,21 +233,6 @@ for ns in $NAMESPACES; do
   done
 done
 """
-
-
-def cron_job(schedule: str, account: str, script: str, env: Mapping[str, str], deadline: int,
-             retries: int) -> dict[str, Any]:
-    container = {
-        "name": "run", "image": KUBECTL_IMAGE, "command": ["/bin/bash", "-c", script],
-        "env": [{"name": "HOME", "value": "/tmp"}, *({"name": k, "value": v} for k, v in env.items())],
-        "resources": JOB_RESOURCES, "securityContext": RESTRICTED,
-    }
-    return {
-        "schedule": schedule, "concurrencyPolicy": "Forbid",
-        "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
-        "jobTemplate": {"spec": {"backoffLimit": retries, "activeDeadlineSeconds": deadline, "template": {"spec": {
-            "serviceAccountName": account, "restartPolicy": "Never", "containers": [container]}}}},
-    }
 
 
 class Backup(pulumi.ComponentResource):

@@ -1,6 +1,22 @@
 """Storage: StorageClasses and VolumeSnapshotClasses per environment, each team's retained dataset and
-checkpoint volumes, the Ceph RGW bucket claims on-prem, and in the clouds each team's data service account with
-the workload identity the cluster layer made for its bucket (the buckets themselves are the cluster layer's)."""
+checkpoint volumes, the Ceph RGW bucket claims on-prem and their keys copied where the team needs them, and in the
+clouds each team's data service account with the workload identity the cluster layer made for its bucket (the
+buckets themselves are the cluster layer's).
+
+The bucket keys' copy (rook-ceph; StorageFacts.key_copies, infra/spec/storage/keys.py): one account, one script,
+run every ten minutes and once at `pulumi up`. Each target is a Secret named as the claim, declared with the two
+keys present but empty, and Pulumi ignoring its data afterwards (the data is the copy's). Present keys matter to
+KServe: its pod webhook injects the storage initializer's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY as
+`valueFrom.secretKeyRef` only when the Secret listed on the predictor's account has the key AWS_SECRET_ACCESS_KEY
+at the pod's creation (KS@v0.16.0 pkg/credentials/service_account_credentials.go:291-295, s3/s3_secret.go:83-106),
+and the kubelet resolves a secretKeyRef each time it starts a container (kubelet_pods.go makeEnvironmentVariables).
+So a predictor created before the copy fails its download with empty keys, and its storage initializer's next
+restart reads the copied ones: no pod to delete by hand. The copier runs in the Rook namespace, beside the
+bucket-versioning Jobs (no sidecar is injected there; a team namespace admits only queued work). Its account may get
+each team's one claim Secret in the claim's namespace and patch that Secret's copies (kubectl patch sends one PATCH,
+no GET): nothing else; a Role cannot narrow `create` to a name, hence the targets exist first. Its pods reach DNS and
+the API server only (NetworkPolicy bucket-keys-egress).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +28,12 @@ import pulumi_kubernetes as k8s
 
 from infra.kit.contract import ClusterContract
 from infra.kit.naming import named
-from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata
+from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata, policy_rule
+from infra.platform.network import API_SERVER, DNS, tcp
 from infra.spec import Platform
 from infra.spec.hybrid.burst_data import pull_secrets
+from infra.spec.storage.keys import KEYS as CLAIM_KEYS
+from infra.spec.storage.keys import KeyCopy
 from infra.spec.storage.model import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
@@ -28,6 +47,22 @@ RESTRICTED = {
     "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"},
 }
 JOB_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}
+
+
+def cron_job(schedule: str, account: str, script: str, env: Mapping[str, str], deadline: int,
+             retries: int) -> dict[str, Any]:
+    """A platform CronJob's spec: one restricted kubectl container running `script` as `account`."""
+    container = {
+        "name": "run", "image": KUBECTL_IMAGE, "command": ["/bin/bash", "-c", script],
+        "env": [{"name": "HOME", "value": "/tmp"}, *({"name": k, "value": v} for k, v in env.items())],
+        "resources": JOB_RESOURCES, "securityContext": RESTRICTED,
+    }
+    return {
+        "schedule": schedule, "concurrencyPolicy": "Forbid",
+        "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"spec": {"backoffLimit": retries, "activeDeadlineSeconds": deadline, "template": {"spec": {
+            "serviceAccountName": account, "restartPolicy": "Never", "containers": [container]}}}},
+    }
 
 
 def storage_class(klass: Klass, parameters: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,6 +157,91 @@ def claim_reader(bucket: Bucket) -> list[dict[str, Any]]:
              "resourceNames": [bucket.key]}]
 
 
+KEYS_ACCOUNT = "bucket-keys"
+KEYS_SCHEDULE_MINUTES = 10  # a claim bound later, or bound again with new keys, reaches the targets within that
+KEYS_FIRST_RUN = f"{KEYS_ACCOUNT}-at-up"  # the Job `pulumi up` creates: the keys need not wait for the schedule
+KEYS_FIRST_RUN_RETRIES = 20  # the claim's Secret appears once Rook has provisioned the bucket
+KEYS_POD_LABELS = {"app": KEYS_ACCOUNT, "sidecar.istio.io/inject": "false"}
+# One "<claim namespace>/<secret>=<target namespace>" per copy. A claim Secret missing a key fails that copy (nothing
+# half-copied) and the run, after the other copies; the values stay off the command line (the patch goes by stdin).
+COPY_KEYS = r"""set -euo pipefail
+failed=""
+for pair in $COPIES; do
+  source="${pair%%=*}"; target="${pair#*=}"; ns="${source%%/*}"; secret="${source#*/}"
+  data=""
+  for key in $KEYS; do
+    value=$(kubectl -n "$ns" get secret "$secret" -o "jsonpath={.data.$key}") || value=""
+    if [ -z "$value" ]; then data=""; echo "no $key in $source yet (has Rook bound the claim?)"; break; fi
+    data="$data${data:+,}\"$key\":\"$value\""
+  done
+  if [ -z "$data" ]; then failed=1; continue; fi
+  printf '{"data": {%s}}' "$data" | kubectl -n "$target" patch secret "$secret" --type merge --patch-file /dev/stdin \
+    >/dev/null || { echo "cannot write $target/$secret"; failed=1; continue; }
+  echo "copied $source to $target"
+done
+[ -z "$failed" ]
+"""
+
+
+def key_copier(copies: tuple[KeyCopy, ...]) -> dict[str, Any]:
+    """The copier CronJob's spec; its pods carry KEYS_POD_LABELS, which its egress policy selects."""
+    pairs = " ".join(f"{c.source}/{c.secret}={t.namespace}" for c in copies for t in c.targets)
+    spec = cron_job(f"*/{KEYS_SCHEDULE_MINUTES} * * * *", KEYS_ACCOUNT, COPY_KEYS,
+                    {"COPIES": pairs, "KEYS": " ".join(CLAIM_KEYS)}, 300, retries=2)
+    spec["jobTemplate"]["spec"]["template"]["metadata"] = {"labels": dict(KEYS_POD_LABELS)}
+    return spec
+
+
+def first_key_copy(cron: dict[str, Any]) -> dict[str, Any]:
+    """The copier's Job, run once at `pulumi up`, retried until Rook has bound the claims (no deadline)."""
+    job = {key: value for key, value in cron["jobTemplate"]["spec"].items() if key != "activeDeadlineSeconds"}
+    return {**job, "backoffLimit": KEYS_FIRST_RUN_RETRIES}
+
+
+def key_copier_egress() -> dict[str, Any]:
+    """The copier's pods reach DNS and the API server, nothing else."""
+    return {"podSelector": {"matchLabels": {"app": KEYS_ACCOUNT}}, "policyTypes": ["Egress"], "egress": [
+        {"to": DNS.peers, "ports": [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]},
+        {"to": API_SERVER.peers, "ports": tcp(API_SERVER.ports)}]}
+
+
+def bucket_keys(parent: pulumi.Resource, platform: Platform, provider: k8s.Provider,
+                team_namespaces: Mapping[str, pulumi.Resource]) -> None:
+    """The copies' target Secrets, the copier's account and rights, the copier (CronJob and first run), its egress."""
+    copies = platform.storage.key_copies
+    rook = platform.spec.storage.rook_ceph.namespace
+    account = kube_object(f"sa-{KEYS_ACCOUNT}", "v1", "ServiceAccount", metadata(KEYS_ACCOUNT, rook),
+                          child_opts(parent, provider))
+    subject = [{"kind": "ServiceAccount", "name": KEYS_ACCOUNT, "namespace": rook}]
+    bindings: list[pulumi.Resource] = []
+    for copy in copies:
+        rights = [(copy.source, "get", team_namespaces[copy.source])]
+        for target in copy.targets:
+            # Both keys present and empty until the copy writes them (the module docstring says why).
+            secret = kube_object(
+                f"{target.namespace}-{copy.secret}-keys", "v1", "Secret",
+                metadata(copy.secret, target.namespace, annotations=dict(target.annotations)),
+                child_opts(parent, provider, [team_namespaces[target.namespace]],
+                           ignore_changes=["data", "stringData"]),
+                type="Opaque", data={key: "" for key in CLAIM_KEYS})
+            rights.append((target.namespace, "patch", secret))
+        for where, verb, after in rights:
+            role = kube_object(f"{where}-{KEYS_ACCOUNT}-role", RBAC_API, "Role", metadata(KEYS_ACCOUNT, where),
+                               child_opts(parent, provider, [after]),
+                               rules=[policy_rule([""], ["secrets"], [verb], [copy.secret])])
+            bindings.append(kube_object(
+                f"{where}-{KEYS_ACCOUNT}-binding", RBAC_API, "RoleBinding", metadata(KEYS_ACCOUNT, where),
+                child_opts(parent, provider, [role, account]), subjects=subject,
+                roleRef={"apiGroup": RBAC_GROUP, "kind": "Role", "name": KEYS_ACCOUNT}))
+    kube_object(f"{rook}-{KEYS_ACCOUNT}-egress", NETWORKING_API, "NetworkPolicy",
+                metadata(f"{KEYS_ACCOUNT}-egress", rook), child_opts(parent, provider), spec=key_copier_egress())
+    cron = key_copier(copies)
+    kube_object(KEYS_ACCOUNT, "batch/v1", "CronJob", metadata(KEYS_ACCOUNT, rook),
+                child_opts(parent, provider, bindings), spec=cron)
+    kube_object(KEYS_FIRST_RUN, "batch/v1", "Job", metadata(KEYS_FIRST_RUN, rook),
+                child_opts(parent, provider, bindings), spec=first_key_copy(cron))
+
+
 def object_store_egress(namespace: str) -> Any:
     """Team pods reach the Ceph RGW that serves their dataset buckets."""
     return {
@@ -157,9 +277,11 @@ class Storage(pulumi.ComponentResource):
             self._volume(volume, facts.klass(volume.klass), classes[volume.klass])
         if facts.profile == "rook-ceph":
             self._ceph_buckets(facts)
-        # rook-ceph: the data account of a models namespace lists the bucket keys KServe's storage initializer
-        # reads (infra/platform/models/credentials.py)
-        keys = platform.models.bucket_keys if platform.models else {}
+        if facts.key_copies:  # rook-ceph: the claims' keys where the team's other namespaces need them
+            bucket_keys(self, platform, self.provider, team_namespaces)
+        # rook-ceph: the data account of a models namespace lists the copy of the bucket's keys that KServe's storage
+        # initializer reads (bucket_keys)
+        keys = {t.namespace: c.secret for c in facts.key_copies for t in c.targets if t.served}
         self._data_accounts(cluster, pull_secrets(platform.member.data if platform.member else None), keys)
         self.register_outputs({"profile": facts.profile, "classes": sorted(classes),
                                "buckets": sorted(self.bucket_names.values())})

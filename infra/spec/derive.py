@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +29,7 @@ from infra.spec.prerequisites import Prerequisites, derive_prerequisites
 from infra.spec.queues.borrowing import whole_pool_problem
 from infra.spec.queues.flavors import CPU, MEMORY, Flavor, build_flavor
 from infra.spec.queues.queueing import QueueingFacts, derive_queueing
+from infra.spec.storage.keys import derive_key_copies
 from infra.spec.storage.model import TEAM_DATA_ACCOUNT, StorageFacts
 from infra.spec.teams import TeamSpec, acceptance_namespace
 from infra.spec.versions import Verdict, verdicts
@@ -172,6 +173,8 @@ def derive(spec: PlatformSpec, stack: str) -> Platform:
         storage, backup = backup_of(spec, spec.cluster.identifier(stack))
         pipelines = derive_pipelines(spec.pipelines, storage)
         models = derive_models(spec.models, storage, {name: team.serving for name, team in spec.teams.items()})
+        storage = replace(storage, key_copies=derive_key_copies(storage, pipelines is not None, {
+            t.team: t.namespace for t in (models.teams if models else ())}))
     except ValueError as mistake:  # storage and backup checks need the derived facts
         raise rooted(PLATFORM_KEY, str(mistake)) from None
     mesh_agent = pipelines is not None and spec.front_door is not None  # Pipelines' sidecars keep Istio's CNI

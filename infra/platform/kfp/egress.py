@@ -2,10 +2,10 @@
 reaches what it calls and nothing else. KServe's pods, which share the namespace, are not selected (serving owns
 them).
 
-Every Pipelines pod carries `application-crd-id: kubeflow-pipelines` (the vendored install's common label; the key
-copier's pods carry it too). `pipelines-egress` selects them all: their egress is denied but for DNS, and for the
-pods with an Istio sidecar, istiod's xDS and certificate port. Then one policy per pod kind, `pipelines-egress-<app>`,
-allows what that pod calls. Who calls what (KFP 2.16.0, Argo v3.7.3, the rendered Deployments):
+Every Pipelines pod carries `application-crd-id: kubeflow-pipelines` (the vendored install's common label).
+`pipelines-egress` selects them all: their egress is denied but for DNS, and for the pods with an Istio sidecar,
+istiod's xDS and certificate port. Then one policy per pod kind, `pipelines-egress-<app>`, allows what that pod
+calls. Who calls what (KFP 2.16.0, Argo v3.7.3, the rendered Deployments):
 
 - the API server (`ml-pipeline`): the Kubernetes API (it creates Workflows, asks SubjectAccessReviews), MySQL
   (DBCONFIG_*: mlpipeline), SeaweedFS' S3 (OBJECTSTORECONFIG_HOST seaweedfs.kubeflow:9000, pod port 8333: the
@@ -26,7 +26,6 @@ allows what that pod calls. Who calls what (KFP 2.16.0, Argo v3.7.3, the rendere
 - on SeaweedFS-artifact stacks, upstream's per-namespace sync: metacontroller calls the Kubernetes API and the
   profile controller's hook (8080); the profile controller calls SeaweedFS' IAM (8111, the per-namespace keys) and S3
   (8333, the bucket's lifecycle);
-- the key copier (rook-ceph): the Kubernetes API only;
 - MySQL and the visualization server call nothing.
 Nothing here calls a team bucket: the launcher in the team namespace writes the artifacts, and the UI cannot read them
 there (docs/pipelines.md, "Observed gaps"). The Kubernetes API's addresses are not known at plan time: that flow is
@@ -39,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.components import ISTIO
-from infra.platform.kfp.bucket_keys import NAME as KEY_COPIER
 from infra.platform.kfp.patches import API_PORTS, METADATA_PORT, SEAWEEDFS_PORT
 from infra.platform.network import API_SERVER, DNS
 from infra.spec.pipelines.model import PipelinesFacts
@@ -95,8 +93,6 @@ def _calls(facts: PipelinesFacts) -> dict[str, Calls]:
         found["metacontroller"] = Calls((("app", "metacontroller"),), ((KUBE_API, ()), (HOOK, (HOOK_PORT,))))
         found["profile-controller"] = Calls((("app", "kubeflow-pipelines-profile-controller"),),
                                             ((SEAWEEDFS, (IAM_PORT, SEAWEEDFS_PORT)),))
-    if facts.key_copies:
-        found[KEY_COPIER] = Calls((("app", KEY_COPIER),), ((KUBE_API, ()),))
     return found
 
 

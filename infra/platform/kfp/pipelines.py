@@ -27,7 +27,6 @@ from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata, retained
 from infra.platform.frontdoor import ISTIO_SECURITY_API
 from infra.platform.frontdoor_identity import checked, derived
-from infra.platform.kfp.bucket_keys import bucket_keys
 from infra.platform.kfp.egress import egress_policies
 from infra.platform.kfp.observability import SCRAPE_POLICY, mesh_scrape_policy
 from infra.platform.kfp.patches import DB_SECRET, STORE_SECRET, namespace_patches, pipelines_patches
@@ -59,8 +58,6 @@ class Pipelines(pulumi.ComponentResource):
         facts = platform.pipelines
         assert facts is not None
         self.facts, self.provider, self.team_namespaces = facts, provider, team_namespaces
-        # The models namespaces' copies of the bucket keys, which the serving layer declares with KServe's annotations
-        self.serving_copies = frozenset(platform.models.bucket_keys.items() if platform.models else ())
         self.namespace = kustomize_directory("pipelines-namespace", KUBEFLOW_MANIFESTS, NAMESPACE_PATH,
                                              child_opts(self, provider), patches=namespace_patches())
 
@@ -85,8 +82,6 @@ class Pipelines(pulumi.ComponentResource):
         for policy, spec in egress_policies(facts).items():  # what Pipelines' pods may call
             kube_object(f"{PIPELINES.namespace}-{policy}", NETWORKING_API, "NetworkPolicy",
                         metadata(policy, PIPELINES.namespace), child_opts(self, provider, [self.namespace]), spec=spec)
-        # rook-ceph: the team bucket's keys copied into the team's other namespaces (their artifact stores read them)
-        bucket_keys(self, provider, facts.key_copies, self.team_namespaces, kfp, self.serving_copies)
         for namespace, created in sorted(self.team_namespaces.items()):
             opts = child_opts(self, provider, [created, kfp])
             for api_version, kind, name, fields in team_objects(facts, namespace):

@@ -15,8 +15,6 @@ last-applied annotation may hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -25,7 +23,6 @@ from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, kustomize_directory, metadata
 from infra.platform.kfp.patches import namespace_patches
 from infra.platform.kfp.pipelines import NAMESPACE_PATH
-from infra.platform.models.credentials import bucket_credentials
 from infra.platform.models.linear_runtime import LINEAR_RUNTIME, linear_runtime
 from infra.platform.models.serving_patches import NS, serving_patches
 from infra.platform.network import ANYWHERE, CLUSTER_PODS, tcp
@@ -49,8 +46,7 @@ def controller_policy() -> dict[str, object]:
 
 class Serving(pulumi.ComponentResource):
     def __init__(self, name: str, platform: Platform, provider: k8s.Provider, after: list[pulumi.Resource],
-                 namespace: pulumi.Resource | None, team_namespaces: Mapping[str, pulumi.Resource],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 namespace: pulumi.Resource | None, opts: pulumi.ResourceOptions | None = None) -> None:
         """`after`: the front door (cert-manager); `namespace`: Pipelines' `kubeflow` namespace, None without it."""
         super().__init__("trainyard:platform:Serving", name, None, opts)
         models = platform.models
@@ -66,15 +62,13 @@ class Serving(pulumi.ComponentResource):
         # The example pipeline's model format (examples/serving/): after KServe, whose webhook validates runtimes.
         kube_object("kserve-runtime-linear", SERVING_API, "ClusterServingRuntime", metadata(LINEAR_RUNTIME),
                     child_opts(self, provider, [kserve]), spec=linear_runtime())
-        # rook-ceph: the team bucket's keys for the storage initializer in each models namespace
-        bucket_credentials(self, platform, provider, team_namespaces)
         self.register_outputs({"version": models.serving_version, "mode": "Standard",
                                "teams": [t.team for t in models.teams if t.serving is not None]})
 
 
 def serving(platform: Platform, provider: k8s.Provider, after: list[pulumi.Resource],
-            namespace: pulumi.Resource | None, team_namespaces: Mapping[str, pulumi.Resource]) -> Serving | None:
+            namespace: pulumi.Resource | None) -> Serving | None:
     """KServe, when the stack declares `models` (on the manager only: a worker's facts carry none)."""
     if platform.models is None:
         return None
-    return Serving(named("serving"), platform, provider, after, namespace, team_namespaces)
+    return Serving(named("serving"), platform, provider, after, namespace)

@@ -105,9 +105,8 @@ def check_models(spec: ModelsSpec | None, front_door: bool, budgets: dict[str, S
 class TeamModels:
     """One team's registry and serving: its models namespace, the registry's in-cluster URL and its route at the
     front door, where its models live (its bucket's URI, under which its InferenceServices may read; '' without
-    one), its serving budget (None: the team registers models but serves none), and `credentials`: the Secret of
-    the models namespace that gives KServe's storage initializer the bucket's keys, on rook-ceph (named as the
-    bucket's claim, whose keys it copies); '' where the data account's workload identity reads the bucket."""
+    one), and its serving budget (None: the team registers models but serves none). On rook-ceph the bucket's keys
+    reach the models namespace as a copy of the claim's Secret (StorageFacts.key_copies)."""
 
     team: str
     namespace: str
@@ -115,7 +114,6 @@ class TeamModels:
     route: str
     artifacts: str
     serving: ServingBudget | None
-    credentials: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,12 +130,6 @@ class ModelsFacts:
     def by_namespace(self, namespace: str) -> TeamModels | None:
         return next((t for t in self.teams if t.namespace == namespace), None)
 
-    @property
-    def bucket_keys(self) -> dict[str, str]:
-        """Models namespace -> the team bucket claim's Secret that the serving layer declares there for KServe's
-        storage initializer (rook-ceph; infra/platform/models/credentials.py)."""
-        return {t.namespace: t.credentials for t in self.teams if t.credentials}
-
 
 def _artifacts(storage: StorageFacts, team: str) -> str:
     """The team bucket's URI, where Pipelines' launcher writes the team's runs' artifacts (its pipeline root is
@@ -149,11 +141,6 @@ def _artifacts(storage: StorageFacts, team: str) -> str:
     return f"{'gs' if storage.profile == 'gcp' else 's3'}://{bucket.name}/"
 
 
-def _credentials(storage: StorageFacts, team: str) -> str:
-    bucket = next((b for b in storage.buckets if b.team == team), None)
-    return bucket.key if bucket is not None and storage.profile == "rook-ceph" else ""
-
-
 def derive_models(spec: ModelsSpec | None, storage: StorageFacts,
                   budgets: dict[str, ServingBudget | None]) -> ModelsFacts | None:
     """`budgets`: team -> its serving budget (None: none), in the stack's team order."""
@@ -163,6 +150,6 @@ def derive_models(spec: ModelsSpec | None, storage: StorageFacts,
     teams = tuple(
         TeamModels(team, models_namespace(team),
                    f"http://{REGISTRY_SERVICE}.{models_namespace(team)}.svc.cluster.local:{REGISTRY_PORT}",
-                   f"{REGISTRY_ROUTE}/{team}/", _artifacts(storage, team), budget, _credentials(storage, team))
+                   f"{REGISTRY_ROUTE}/{team}/", _artifacts(storage, team), budget)
         for team, budget in budgets.items())
     return ModelsFacts(spec.registry.version, spec.serving.version, database, teams)

@@ -23,6 +23,7 @@ from pydantic import Field, field_validator
 from infra.spec.base import DnsLabel, Strict, VolumeSize
 from infra.spec.input.keys import PIPELINES_DB_PASSWORD_KEY
 from infra.spec.storage.classes import CHECKPOINTS, SCRATCH
+from infra.spec.storage.keys import OBC_ACCESS_KEY, OBC_SECRET_KEY, RGW_REGION
 from infra.spec.storage.model import StorageFacts
 
 # The versions whose manifests are vendored (Kubeflow Platform 26.03 carries KFP 2.16.0, README table).
@@ -32,8 +33,6 @@ ARTIFACTS_PREFIX = "pipelines"  # the key prefix of pipeline artifacts in a team
 # The Argo log archive's key format inside that prefix (upstream's, under our prefix).
 LOG_KEYS = ("{{workflow.name}}/{{workflow.creationTimestamp.Y}}/{{workflow.creationTimestamp.m}}/"
             "{{workflow.creationTimestamp.d}}/{{pod.name}}")
-# The keys Rook writes into an ObjectBucketClaim's Secret (named as the claim).
-OBC_ACCESS_KEY, OBC_SECRET_KEY = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
 ArtifactMode = Literal["team-buckets", "seaweedfs"]
 
 
@@ -84,25 +83,12 @@ class ArtifactStore:
 
 
 @dataclass(frozen=True)
-class KeyCopy:
-    """On rook-ceph: the team bucket claim's Secret, which Rook writes in the team's first namespace (`source`),
-    copied under the same name into the team's other namespaces, so that runs there have the team's artifact store
-    too (infra/platform/kfp/bucket_keys.py)."""
-
-    team: str
-    secret: str
-    source: str
-    targets: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class PipelinesFacts:
     version: str
     database: tuple[str, str]  # (class, size)
     definitions: tuple[str, str]
     artifacts: ArtifactMode
     stores: tuple[ArtifactStore, ...]  # team-buckets: one per team namespace
-    key_copies: tuple[KeyCopy, ...] = ()  # rook-ceph: the bucket claims' Secrets copied into other team namespaces
     secret_key: str = PIPELINES_DB_PASSWORD_KEY
 
     def store(self, namespace: str) -> ArtifactStore | None:
@@ -146,7 +132,7 @@ def _store(storage: StorageFacts, namespace: str, team: str, bucket: str, rook_s
                                                           "bucket": bucket, "useSDKCreds": True, **logs}})
     assert storage.rgw_url is not None
     endpoint = storage.rgw_url.removeprefix("http://")
-    s3 = {"endpoint": endpoint, "region": "us-east-1", "disableSSL": True, "forcePathStyle": True,
+    s3 = {"endpoint": endpoint, "region": RGW_REGION, "disableSSL": True, "forcePathStyle": True,
           "credentials": {"secretRef": {"secretName": rook_secret, "accessKeyKey": OBC_ACCESS_KEY,
                                         "secretKeyKey": OBC_SECRET_KEY}}}
     return ArtifactStore(namespace, team, bucket, f"s3://{bucket}/{prefix}", {"s3": {"default": s3}},
@@ -158,20 +144,14 @@ def _store(storage: StorageFacts, namespace: str, team: str, bucket: str, rook_s
 
 def derive_pipelines(spec: PipelinesSpec | None, storage: StorageFacts) -> PipelinesFacts | None:
     """The volumes and each team namespace's artifact store. On rook-ceph the bucket's credentials are the claim's
-    Secret, which Rook writes only in the team's first namespace: it is copied into the team's other namespaces
-    (KeyCopy), where their stores read it under the same name."""
+    Secret, which Rook writes only in the team's first namespace: the storage layer copies it into the team's other
+    namespaces (infra/spec/storage/keys.py), where their stores read it under the same name."""
     if spec is None:
         return None
     database = state_volume("pipelines.database", spec.database, storage)
     definitions = state_volume("pipelines.definitions", spec.definitions, storage)
     if storage.profile not in ("aws", "gcp", "rook-ceph"):
         return PipelinesFacts(spec.version, database, definitions, "seaweedfs", ())
-    stores, copies = [], []
-    for bucket in storage.buckets:
-        if bucket.team is None:
-            continue
-        stores += [_store(storage, ns, bucket.team, bucket.name, bucket.key) for ns in bucket.readers]
-        others = tuple(ns for ns in bucket.readers if ns != bucket.namespace)
-        if storage.profile == "rook-ceph" and others:
-            copies.append(KeyCopy(bucket.team, bucket.key, bucket.namespace, others))
-    return PipelinesFacts(spec.version, database, definitions, "team-buckets", tuple(stores), tuple(copies))
+    stores = tuple(_store(storage, ns, bucket.team, bucket.name, bucket.key)
+                   for bucket in storage.buckets if bucket.team is not None for ns in bucket.readers)
+    return PipelinesFacts(spec.version, database, definitions, "team-buckets", stores)

@@ -11,7 +11,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import Field, field_validator
 
@@ -24,6 +24,9 @@ from infra.spec.clouds.gcp import Gcp
 from infra.spec.cron import Cron
 from infra.spec.names import dns1123_subdomain
 from infra.spec.storage.classes import BLOCK, CHECKPOINTS, DATASETS, SCRATCH, Klass, SnapshotClass
+
+if TYPE_CHECKING:
+    from infra.spec.storage.keys import KeyCopy
 
 Profile = Literal["rook-ceph", "nfs", "aws", "gcp", "azure"]  # the clouds' are CLOUD_STORAGE's keys (tested)
 
@@ -143,6 +146,9 @@ class StorageFacts:
     azure_resource_group: str | None
     azure_account: str | None  # the storage account holding the blob containers
     azure_group_created: bool  # no resource group given: Trainyard creates one for the account
+    # rook-ceph: the team bucket claims' Secrets copied into the team's other namespaces (keys.py), once Pipelines'
+    # and serving's facts say which need them
+    key_copies: tuple[KeyCopy, ...] = ()
 
     def klass(self, name: str) -> Klass:
         return next(k for k in self.classes if k.name == name)
