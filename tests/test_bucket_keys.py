@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from infra.apiserver.podsecurity import restricted
+from infra.kit.naming import cluster_scope
+from infra.platform.storage import earlier_place
 from infra.vocabulary import NAME_LABEL
 from tests.conftest import capture_of, kube_objects, platform_of
 from tests.test_backup import _fake_kubectl, _named, _run_cron_job
@@ -176,3 +178,39 @@ def test_a_failing_copy_alerts_with_a_runbook(stack: str) -> None:
     assert alert["annotations"]["runbook_url"].endswith("#bucketkeysnotcopied")
     runbook = (Path(__file__).parent.parent / "docs" / "operations.md").read_text(encoding="utf-8")
     assert "\n### BucketKeysNotCopied\n" in runbook
+
+
+# The copies' Secrets as the release before the storage layer owned the copier registered them (its plan.json for
+# onprem-lab and hybrid-burst): the aliases must name exactly these, or `pulumi up` on a deployed stack creates each
+# Secret again under Storage and deletes the old resource, and with it the object and its copied keys.
+EARLIER_URNS = {
+    ("onprem-lab", ""): {
+        "urn:pulumi:onprem-lab::trainyard::trainyard:platform:Serving$kubernetes:core/v1:Secret::"
+        "vision-models-vision-datasets",
+        "urn:pulumi:onprem-lab::trainyard::trainyard:platform:Serving$kubernetes:core/v1:Secret::"
+        "nlp-models-nlp-datasets",
+        "urn:pulumi:onprem-lab::trainyard::trainyard:platform:Serving$kubernetes:core/v1:Secret::"
+        "speech-models-speech-datasets",
+        "urn:pulumi:onprem-lab::trainyard::trainyard:platform:Pipelines$kubernetes:core/v1:Secret::"
+        "speech-eval-speech-datasets-keys"},
+    ("hybrid-burst", "core"): {
+        "urn:pulumi:hybrid-burst::trainyard::trainyard:platform:Serving$kubernetes:core/v1:Secret::"
+        "core-vision-models-vision-datasets",
+        "urn:pulumi:hybrid-burst::trainyard::trainyard:platform:Serving$kubernetes:core/v1:Secret::"
+        "core-nlp-models-nlp-datasets"},
+}
+
+
+def _alias_urn(alias: Any, kind: str) -> str:
+    """The URN Pulumi gives an alias with a parent URN: the parent's type chain, then the kind and the name."""
+    head, _, _ = alias.parent.rpartition("::")
+    return f"{head}${kind}::{alias.name}"
+
+
+@pytest.mark.parametrize(("stack", "cluster"), sorted(EARLIER_URNS))
+def test_each_copy_s_secret_keeps_its_earlier_place_in_a_deployed_stack(stack: str, cluster: str) -> None:
+    copies = platform_of(stack).storage.key_copies
+    with cluster_scope(cluster):
+        urns = {_alias_urn(earlier_place(target, copy.secret, stack, "trainyard"), "kubernetes:core/v1:Secret")
+                for copy in copies for target in copy.targets}
+    assert urns == EARLIER_URNS[(stack, cluster)]

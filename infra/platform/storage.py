@@ -33,7 +33,7 @@ from infra.platform.network import API_SERVER, DNS, tcp
 from infra.spec import Platform
 from infra.spec.hybrid.burst_data import pull_secrets
 from infra.spec.storage.keys import KEYS as CLAIM_KEYS
-from infra.spec.storage.keys import KeyCopy
+from infra.spec.storage.keys import KeyCopy, KeyTarget
 from infra.spec.storage.model import TEAM_DATA_ACCOUNT, VELERO_VSC_LABEL, Bucket, Klass, StorageFacts, Volume
 from infra.spec.versions import AWS_CLI_IMAGE, KUBECTL_IMAGE
 from infra.vocabulary import BUCKET_LABEL, BUCKET_NAMESPACE_LABEL, VOLUME_LABEL
@@ -205,6 +205,17 @@ def key_copier_egress() -> dict[str, Any]:
         {"to": API_SERVER.peers, "ports": tcp(API_SERVER.ports)}]}
 
 
+def earlier_place(target: KeyTarget, secret: str, stack: str, project: str) -> pulumi.Alias:
+    """Where a copy's Secret was declared before the storage layer owned the copier: a models namespace's by the
+    serving component, the others' by Pipelines'. The alias keeps a deployed stack's Secret (and its copied keys)
+    in place on `pulumi up` instead of creating it again under the new parent and deleting the old one, which
+    would delete the object both name."""
+    owner, component, name = (("Serving", "serving", f"{target.namespace}-{secret}") if target.served
+                              else ("Pipelines", "pipelines", f"{target.namespace}-{secret}-keys"))
+    return pulumi.Alias(name=named(name),
+                        parent=f"urn:pulumi:{stack}::{project}::trainyard:platform:{owner}::{named(component)}")
+
+
 def bucket_keys(parent: pulumi.Resource, platform: Platform, provider: k8s.Provider,
                 team_namespaces: Mapping[str, pulumi.Resource]) -> None:
     """The copies' target Secrets, the copier's account and rights, the copier (CronJob and first run), its egress."""
@@ -222,7 +233,8 @@ def bucket_keys(parent: pulumi.Resource, platform: Platform, provider: k8s.Provi
                 f"{target.namespace}-{copy.secret}-keys", "v1", "Secret",
                 metadata(copy.secret, target.namespace, annotations=dict(target.annotations)),
                 child_opts(parent, provider, [team_namespaces[target.namespace]],
-                           ignore_changes=["data", "stringData"]),
+                           ignore_changes=["data", "stringData"],
+                           aliases=[earlier_place(target, copy.secret, pulumi.get_stack(), pulumi.get_project())]),
                 type="Opaque", data={key: "" for key in CLAIM_KEYS})
             rights.append((target.namespace, "patch", secret))
         for where, verb, after in rights:
