@@ -45,6 +45,10 @@ def _eks_on_133(raw: dict[str, Any]) -> None:
     raw["versions"] = {"kubernetes": "1.33"}  # no cluster-autoscaler image pinned for it
 
 
+def _no_private_store(raw: dict[str, Any]) -> None:
+    del raw["egress"]["provides"]
+
+
 def _lab_on_s3_with_spot(raw: dict[str, Any]) -> None:
     raw["pools"]["l40s"]["capacityType"] = "spot"
     raw["storage"] = {"profile": "aws", "region": "us-east-1"}
@@ -65,6 +69,10 @@ UNMET = [
     ("aws-prod", _eks_without_login, "group-claims", ["cluster.eks.login.oidc"]),
     ("gcp-prod", _gke_without_login, "group-claims", ["cluster.gke.login.securityGroup"]),
     ("aws-prod", _eks_on_rook, "csi:rook-ceph.rbd.csi.ceph.com", ["StorageClass block", "storage profile"]),
+    ("gcp-prod", _no_private_store, "private-store-endpoint",
+     ["team egress", "Cloud DNS private zone googleapis.com", "private.googleapis.com", "egress.provides"]),
+    ("azure-prod", _no_private_store, "private-store-endpoint",
+     ["team egress", "Blob private endpoint", "privatelink.blob.core.windows.net", "egress.provides"]),
     ("aws-prod", _eks_on_133, "autoscaler", ["pool l40s (autoscale 2-6); pool spot (autoscale 0-8)",
                                              "versions.kubernetes"]),
 ]
@@ -98,6 +106,31 @@ def test_a_pool_of_fixed_size_needs_no_autoscaler() -> None:
     raw["teams"]["nlp"]["quota"]["spot"] = {"gpus": 0, "borrowingLimit": 2}
     needs = {n.capability: n.who for n in validate(raw, "aws-prod").prerequisites.needs}
     assert "autoscaler" not in needs and needs["spot-interruption"] == "pool spot (Spot capacity)"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_only_a_store_reached_at_private_addresses_needs_the_site_s_endpoint(stack: str) -> None:
+    """S3's public names resolve into the ranges AWS publishes, and Rook's and SeaweedFS' stores are in the cluster:
+    only GCS (private.googleapis.com) and Blob Storage (a private endpoint) need the site's DNS; and only when teams'
+    pods reach the store."""
+    platform = platform_of(stack)
+    needs = {n.capability for n in platform.prerequisites.needs}
+    assert ("private-store-endpoint" in needs) == (platform.storage.profile in ("gcp", "azure"))
+    raw = raw_platform(stack)
+    raw["teams"] = {}
+    raw.pop("frontDoor", None)
+    raw.pop("models", None)
+    raw.pop("pipelines", None)
+    if platform.storage.profile in ("gcp", "azure"):
+        assert "private-store-endpoint" not in {n.capability for n in validate(raw, stack).prerequisites.needs}
+
+
+def test_egress_provides_only_what_the_site_keeps_for_egress() -> None:
+    raw = raw_platform("gcp-prod")
+    raw["egress"]["provides"] = ["dns"]
+    with pytest.raises(SpecError) as error:
+        validate(raw, "gcp-prod")
+    assert "egress.provides" in str(error.value) and "private-store-endpoint" in str(error.value)
 
 
 def test_plan_fails_on_an_unmet_need(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

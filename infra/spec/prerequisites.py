@@ -20,6 +20,7 @@ A need names a capability in a small vocabulary:
 | `dns` | the front door's host name resolves to the gateway's address (a record the site keeps) |
 | `acme-http01` | the ACME server reaches the gateway on port 80 from the internet (the http01 certificate challenge) |
 | `service-account-issuer` | the gateway knows the issuer of the cluster's ServiceAccount tokens (CI's machine access) |
+| `private-store-endpoint` | the cloud store's names resolve to the private addresses egress.objectStore opens |
 
 A cloud cluster provides by the mechanisms the cluster layer configures (`provides` in infra/spec/clouds); an
 existing cluster (on-prem, kind) provides what its stack declares under `cluster.existing.provides`; the platform
@@ -39,10 +40,10 @@ from infra.spec.versions import CLUSTER_AUTOSCALER_IMAGES
 
 CAPABILITY_WORDS = ("network-policy", "audit-log", "volume-snapshots", "autoscaler", "spot-interruption",
                     "group-claims", "workload-identity", "load-balancer", "dns", "acme-http01",
-                    "service-account-issuer")
+                    "service-account-issuer", "private-store-endpoint")
 CAPABILITY_PREFIXES = ("csi:", "crd:", "device:")
 _CAPABILITY = re.compile(r"^(network-policy|audit-log|volume-snapshots|autoscaler|spot-interruption|group-claims|"
-                         r"workload-identity|load-balancer|dns|acme-http01|service-account-issuer|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|"
+                         r"workload-identity|load-balancer|dns|acme-http01|service-account-issuer|private-store-endpoint|(csi|crd):[a-z0-9]([a-z0-9.-]*[a-z0-9])?|"
                          r"device:[a-z0-9./_-]+)$")
 VOCABULARY = ", ".join([*CAPABILITY_WORDS, "csi:<driver>", "crd:<api group>", "device:<resource>"])
 
@@ -59,8 +60,15 @@ FRONT_DOOR_SITE_NEEDS = ("dns", "acme-http01")
 # The front door's machine access: the gateway verifies the cluster's ServiceAccount tokens (docs/front-door.md).
 # Listing it under `cluster.existing.provides` provides nothing: the gateway needs the issuer itself.
 SA_ISSUER = "service-account-issuer"
+# The teams' pods reach a cloud store only at the private addresses egress.objectStore lists; the site keeps the
+# store's names resolving there (CloudStorage.private_endpoint) and says so under egress.provides.
+PRIVATE_STORE = "private-store-endpoint"
 # Host names under .localhost resolve to the machine itself (RFC 6761): a laptop's front door needs no record.
 LOCALHOST_SUFFIX = ".localhost"
+
+# cluster kind -> what its site keeps for the private store endpoint (the fix names it)
+CLOUD_PRIVATE_ENDPOINTS = {kind: facts.storage.private_endpoint for kind, facts in CLOUDS.items()
+                           if facts.storage is not None and facts.storage.private_endpoint is not None}
 
 # What observability.managedPrometheus needs where the cloud asks no more than the remote write's identity.
 MANAGED_PROMETHEUS_NEED = "observability (Prometheus' remote write to the managed Prometheus)"
@@ -91,6 +99,9 @@ _FIX_EXISTING = "install it on the cluster and list `{capability}` under cluster
 def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
+    if capability == PRIVATE_STORE:
+        return (f"keep {CLOUD_PRIVATE_ENDPOINTS.get(kind, 'the store reachable at egress.objectStore')} and list "
+                f"`{PRIVATE_STORE}` under egress.provides")
     if capability == SA_ISSUER:
         return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (an existing "
                 "cluster: its API server's --service-account-issuer)")
@@ -176,6 +187,9 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     if storage.profile in CLOUD_STORAGE:
         needs.append(Need("workload-identity", "backup (Velero) and storage (team buckets) on cloud object storage"))
     needs += front_door_needs(spec)
+    store = CLOUD_STORAGE.get(storage.profile)
+    if spec.teams and store is not None and store.private_endpoint is not None:
+        needs.append(Need(PRIVATE_STORE, "team egress (team pods reach the teams' buckets only at egress.objectStore)"))
     if spec.observability.managed_prometheus:
         needs.append(Need("workload-identity",
                           CLOUDS[spec.cluster.kind].managed_prometheus_need or MANAGED_PROMETHEUS_NEED))
@@ -241,6 +255,8 @@ def derive_prerequisites(spec: Any, storage: Any) -> Prerequisites:
         login = spec.cluster.chosen.login_mechanism()
         if login is not None:
             provided["group-claims"] = Provision("cluster", login)
+    if PRIVATE_STORE in spec.egress.provides:
+        provided[PRIVATE_STORE] = Provision("site", "declared in egress.provides")
     provided.pop(SA_ISSUER, None)
     if door is not None and door.service_account_issuer is not None:
         provided[SA_ISSUER] = Provision("site", "declared in frontDoor.serviceAccountIssuer")

@@ -131,6 +131,9 @@ class Egress(Strict):
 
     object_store: list[Destination] = Field(default_factory=list, alias="objectStore")
     model_hub: list[Destination] = Field(default_factory=list, alias="modelHub")
+    # What the site keeps for these destinations: `private-store-endpoint` (the store's names resolve to the private
+    # addresses objectStore lists: GCS's private.googleapis.com zone, a Blob private endpoint; docs/prerequisites.md)
+    provides: list[Literal["private-store-endpoint"]] = Field(default_factory=list)
 
 
 def store_destinations(egress: Egress, team_destinations: tuple[Destination, ...],

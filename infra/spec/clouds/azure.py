@@ -235,7 +235,9 @@ FACTS = CloudFacts(
         "group-claims": "Entra ID (managed AAD, local accounts disabled): groups by object id",
     },
     storage=CloudStorage("azure", lambda spec, cluster, name: azure_classes(), "az", "azure",
-                         f"docker.io/velero/velero-plugin-for-microsoft-azure:{VELERO_PLUGIN}", azure_location),
+                         f"docker.io/velero/velero-plugin-for-microsoft-azure:{VELERO_PLUGIN}", azure_location,
+                         "the storage account's Blob private endpoint in the VNet and the private DNS zone "
+                         "privatelink.blob.core.windows.net linked to it"),
     # Entra Workload ID: the webhook reads the client id from the account and mutates labelled pods only.
     workload_identity=IdentityMechanism("azure-native:managedidentity:FederatedIdentityCredential", _account,
                                         ("azure.workload.identity/client-id",),

@@ -111,6 +111,9 @@ class CloudStorage:
     velero_provider: str
     velero_plugin: str  # the object-store plugin image
     region_check: Callable[[str], str] | None  # storage.region's validator; None: buckets take other locations too
+    # What the site keeps so that the store's host names resolve into private addresses (egress.objectStore lists
+    # those); None where its public names resolve into the address ranges the cloud publishes (S3).
+    private_endpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,9 @@ FACTS = CloudFacts(
     # GCS buckets also live in multi- and dual-regions (EU, US, ...): storage.region is not checked as a region.
     storage=CloudStorage("gcp", lambda spec, cluster, name: gcp_classes(spec.gcp, vpc_name(cluster.gke, name)),
                          "gs", "gcp",
-                         f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None),
+                         f"docker.io/velero/velero-plugin-for-gcp:{VELERO_PLUGIN}", None,
+                         "a Cloud DNS private zone googleapis.com on the cluster's VPC, *.googleapis.com CNAME "
+                         "private.googleapis.com (199.36.153.8/30)"),
     # GKE Workload Identity Federation: the bucket grant names the account's principal; nothing else.
     workload_identity=IdentityMechanism("gcp:storage/bucketIAMMember:BucketIAMMember", _account),
     # the GKE metadata server, which serves Workload Identity tokens, and where GKE's network policy guidance has it
