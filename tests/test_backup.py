@@ -247,3 +247,37 @@ def test_backups_in_the_clusters_own_object_store_are_flagged_until_sent_off_sit
     platform = validate(raw, "onprem-lab")
     capture = run("onprem-lab", {PLATFORM_KEY: raw})
     assert check_backups_off_cluster(Context(platform, capture, None)) == []
+
+
+# Velero's phases of the drill's Restore, one per poll (the last repeats); `sleep` waits SLEEP seconds, not 20.
+PHASE_PER_POLL = """  *"get restores"*"{.status.phase}"*)
+    polls="$(dirname "$0")/../polls"; n=$(cat "$polls" 2>/dev/null || echo 0); echo $(( n + 1 )) > "$polls"
+    read -r -a phases <<< "$PHASES"; last=$(( ${#phases[@]} - 1 ))
+    echo -n "${phases[$(( n < last ? n : last ))]}" ;;"""
+QUEUED_KUBECTL = DRILL_KUBECTL.replace('''  *"get restores"*"{.status.phase}"*) echo -n "$PHASE" ;;''', PHASE_PER_POLL)
+FAST_SLEEP = '#!/bin/bash\nexec /bin/sleep "$SLEEP"\n'
+
+
+@pytest.mark.parametrize(("phases", "timeout", "passes", "says"), [
+    # queued behind another restore, then restoring, each within the timeout and together beyond it: passes
+    ("New New New New InProgress InProgress InProgress InProgress Completed", 3, True, "restored in"),
+    # never started: fails for the wait, naming it, not as a slow restore
+    ("New", 1, False, "Velero did not start it in 1s (still 'New'): another restore runs"),
+    # started, then slower than the timeout: fails at the restore's own deadline
+    ("New InProgress", 1, False, "still 'InProgress' at the deadline"),
+])
+def test_the_drill_s_deadline_counts_from_when_velero_starts_its_restore(
+        tmp_path: Path, phases: str, timeout: int, passes: bool, says: str) -> None:
+    """Velero runs one restore at a time and both drills start together: a drill waiting its turn is not a slow
+    restore. The Job's own deadline leaves room for both (the wait and the restore each get the timeout)."""
+    drill = _named(capture_of("onprem-lab"), "CronJob", "restore-drill")
+    completed = datetime.now(UTC) - timedelta(hours=3)
+    env = {**_fake_kubectl(tmp_path, QUEUED_KUBECTL), "PHASES": phases, "MARKER_GONE": "", "SLEEP": "0.5",
+           "TIMEOUT_SECONDS": str(timeout), "COMPLETED": f"{completed:%Y-%m-%dT%H:%M:%SZ}"}
+    (tmp_path / "bin" / "sleep").write_text(FAST_SLEEP)
+    (tmp_path / "bin" / "sleep").chmod(0o755)
+    result = _run_cron_job(drill, env)
+    assert (result.returncode == 0) is passes, result.stdout + result.stderr
+    assert says in result.stdout
+    timeout_minutes = platform_of("onprem-lab").spec.backup.drill.timeout_minutes
+    assert drill["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == (2 * timeout_minutes + 15) * 60

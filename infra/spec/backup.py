@@ -83,6 +83,12 @@ class Drill(Strict):
     timeout_minutes: int = Field(default=90, gt=0, le=24 * 60, alias="timeoutMinutes")
     max_backup_age: str | None = Field(default=None, alias="maxBackupAge", pattern=DURATION)
 
+    @property
+    def job_deadline_seconds(self) -> int:
+        """A drill Job's activeDeadlineSeconds: the wait for Velero to start its restore and the restore each have
+        the timeout (Velero runs one restore at a time), and 15 minutes for the checks and the cleanup."""
+        return (2 * self.timeout_minutes + 15) * 60
+
     @field_validator("max_backup_age")
     @classmethod
     def _not_zero(cls, value: str | None) -> str | None:

@@ -235,7 +235,7 @@ class JournalDrill(pulumi.ComponentResource):
             "MAX_BACKUP_AGE_HOURS": str(facts.drill_max_age_hours),
         }
         kube_object(NAME, "batch/v1", "CronJob", metadata(NAME, NAMESPACE), child_opts(self, provider, [account]),
-                    spec=cron_job(drill.schedule, NAME, JOURNAL_SCRIPT, env, (drill.timeout_minutes + 15) * 60,
+                    spec=cron_job(drill.schedule, NAME, JOURNAL_SCRIPT, env, drill.job_deadline_seconds,
                                   retries=0))
         self.register_outputs({"restores": TARGET})
 
