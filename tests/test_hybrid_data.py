@@ -155,6 +155,9 @@ def test_the_workers_bucket_needs_the_teams_egress_to_object_storage() -> None:
         return [f.subject for f in location_findings("burst", worker.member.data, platform, worker)
                 if f.severity == "warning"]
     raw = raw_platform(STACK)
+    assert warned(raw) == []  # the shipped stack opens S3's ranges to both teams
+    for team in ("vision", "nlp"):
+        del raw["teams"][team]["objectStorage"]
     assert warned(raw) == ["burst: teams.vision.objectStorage", "burst: teams.nlp.objectStorage"]
     raw["teams"]["nlp"]["objectStorage"] = [{"cidr": "52.216.0.0/15"}]
     assert warned(raw) == ["burst: teams.vision.objectStorage"]
