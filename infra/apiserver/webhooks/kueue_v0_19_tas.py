@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal
+from infra.apiserver.webhooks.kueue_v0_19_jobs import elastic
 from infra.apiserver.webhooks.podsets import PodSet, jobset_pod_sets, trainjob_pod_sets
 from infra.spec.names import qualified_name
 
@@ -25,7 +26,6 @@ SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
-ELASTIC = "kueue.x-k8s.io/elastic-job"  # pkg/workloadslicing EnabledAnnotationKey, enabled by "true"
 GO_BOOLS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"})
 _GO_INT = re.compile(r"^[+-]?[0-9]+$")
 INT32 = (-(2**31), 2**31 - 1)
@@ -78,12 +78,14 @@ def _slice_constraints(where: str, annotations: dict[str, str]) -> list[Refusal]
     if not 1 <= len(layers) <= 3:
         return [*found, _refuse(path, f"{_invalid(annotations[CONSTRAINTS])}topology constraints must contain "
                                       "between 1 and 3 entries")]
-    seen: dict[str, int] = {}
     for i, layer in enumerate(layers):
         topology, size = str(layer.get("topology", "")), int(layer.get("size", 0))
-        found += [_refuse(f"{path}[{i}].topology", p) for p in qualified_name(topology)]
+        found += [_refuse(f"{path}[{i}].topology", f"{_invalid(topology)}{p}") for p in qualified_name(topology)]
         if size < 1:
             found.append(_refuse(f"{path}[{i}].size", f"{_invalid(size)}must be greater than or equal to 1"))
+    seen: dict[str, int] = {}  # upstream checks uniqueness in a second pass, after every layer's own rules
+    for i, layer in enumerate(layers):
+        topology = str(layer.get("topology", ""))
         if topology in seen:
             found.append(_refuse(f"{path}[{i}].topology", f"Duplicate value: \"{topology} (also at index "
                                  f"{seen[topology]})\""))
@@ -105,7 +107,8 @@ def pod_set_request(path: str, annotations: dict[str, str]) -> list[Refusal]:
                              f"[{REQUIRED!r}, {PREFERRED!r}, {UNCONSTRAINED!r}]"))
     for key in (REQUIRED, PREFERRED, SLICE_REQUIRED):
         if key in annotations:
-            found += [_refuse(f"{where}[{key}]", p) for p in qualified_name(annotations[key])]
+            found += [_refuse(f"{where}[{key}]", f"{_invalid(annotations[key])}{p}")
+                      for p in qualified_name(annotations[key])]
     if GROUP_NAME in annotations:
         if re.fullmatch("[0-9]+", annotations[GROUP_NAME]) and int(annotations[GROUP_NAME]) < 2**64:  # ParseUint
             found.append(_refuse(f"{where}[{GROUP_NAME}]", "must not be a number"))
@@ -236,7 +239,7 @@ def trainjob_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusa
     return [Refusal(r.family, r.field, r.message + hint, r.reason) for r in found]
 
 
-def job_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+def job_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     """pkg/controller/jobs/job/job_webhook.go validateTopologyRequest: the pod template's request answers alone
     when refused; an elastic Job (`kueue.x-k8s.io/elastic-job: "true"`, ElasticJobsViaWorkloadSlices on) may ask
     only an unconstrained topology; then the pod set is built and its slice size bounded by
@@ -247,7 +250,7 @@ def job_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
     found = pod_set_request(path, annotations)
     if found:
         return found
-    if obj.get("metadata", {}).get("annotations", {}).get(ELASTIC) == "true":
+    if elastic(obj, cluster):
         for key, word in ((REQUIRED, "required"), (PREFERRED, "preferred")):
             if key in annotations:
                 return [_refuse(f"{path}.annotations.{key}", f"{word} topology is not supported with elastic jobs")]
