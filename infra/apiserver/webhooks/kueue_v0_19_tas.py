@@ -254,8 +254,7 @@ def job_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         for key, word in ((REQUIRED, "required"), (PREFERRED, "preferred")):
             if key in annotations:
                 return [_refuse(f"{path}.annotations.{key}", f"{word} topology is not supported with elastic jobs")]
-    error = topology_request_error(annotations)
-    if error is not None:
-        return [_refuse("", error)]
+    # The pod set is built here (JobPodSets); every annotation its builder cannot read (topology_request_error) is
+    # refused above by pod_set_request, so building it cannot fail.
     parallelism = int(spec.get("parallelism", 1))
     return slice_upper_bound(path, annotations, min(parallelism, int(spec.get("completions", parallelism))))
