@@ -1,0 +1,251 @@
+"""JobSet 0.12.0's and Trainer 2.2.1's webhooks, field by field, from the upstream source: kubernetes-sigs/jobset
+v0.12.0 `pkg/webhooks/jobset_webhook.go` (ValidateCreate after Default: InPlaceRestart gate off, dependsOn, the
+subdomain as DNS-1123 subdomain and DNS-1035 label, managedBy, the replicas x parallelism product, groupName) and
+`pkg/webhooks/pod_webhook.go` (leaderPodForFollower); kubeflow/trainer v2.2.1 `pkg/webhooks/trainingruntime_webhook.go`
+(validateReplicatedJobs: expectedContainerNames per ancestor), `pkg/webhooks/trainjob_webhook.go` (the runtime
+registry key), `pkg/runtime/framework/plugins/{torch,flux,jobset}` Validate and `pkg/runtime/runtime.go`
+GetNumGPUPerNode. Each field: a valid value admitted, the nearest invalid one refused."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.apiserver.state import ClusterState
+from infra.apiserver.webhooks.jobset_v0_12 import exclusive_placement, jobset
+from infra.apiserver.webhooks.trainer_v2_2 import runtime, torchtune_model, trainjob
+from infra.spec import runtimes as rt
+from tests.kueue_cluster import MANAGED
+
+STATE = ClusterState(MANAGED)
+MAX_INT32 = 2**31 - 1
+
+
+def lines(found: list[Any]) -> list[str]:
+    return [f"{r.field}: {r.message}".removeprefix(": ") for r in found]
+
+
+def _jobset(*jobs: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "v"},
+            "spec": {"replicatedJobs": list(jobs) or [_job("w")], **spec}}
+
+
+def _job(name: str, replicas: int = 1, **template: Any) -> dict[str, Any]:
+    return {"name": name, "replicas": replicas, "template": {"spec": template}}
+
+
+def test_in_place_restart_is_refused_while_its_gate_is_off() -> None:
+    assert lines(jobset(_jobset(failurePolicy={"restartStrategy": "InPlaceRestart"}), STATE)) == [
+        "spec.failurePolicy.restartStrategy: InPlaceRestart restart strategy cannot be set when InPlaceRestart "
+        "feature gate is disabled"]
+    assert jobset(_jobset(failurePolicy={"restartStrategy": "Recreate"}), STATE) == []
+
+
+def test_a_job_depends_only_on_jobs_before_it() -> None:
+    first, second, third = _job("a"), _job("b"), _job("c")
+    third["dependsOn"] = [{"name": "a", "status": "Ready"}, {"name": "b", "status": "Complete"}]
+    assert jobset(_jobset(first, second, third), STATE) == []
+    second["dependsOn"] = [{"name": "c", "status": "Ready"}]
+    assert lines(jobset(_jobset(first, second, third), STATE)) == [
+        "spec.replicatedJobs[1].dependsOn: replicatedJob: b cannot depend on replicatedJob: c"]
+
+
+@pytest.mark.parametrize(("subdomain", "refused"), [("train", False), ("t" * 63, False), ("", False),
+                                                    ("t" * 64, True), ("my.train", True), ("1train", True),
+                                                    ("Train", True)])
+def test_the_subdomain_is_both_a_dns_subdomain_and_a_dns_label(subdomain: str, refused: bool) -> None:
+    found = lines(jobset(_jobset(network={"subdomain": subdomain}), STATE))
+    assert bool(found) is refused
+    assert all(line.startswith("spec.network.subdomain: ") for line in found)
+
+
+@pytest.mark.parametrize(("manager", "refused"), [("example.com/kueue", False), ("kueue.x-k8s.io/multikueue", False),
+                                                  ("kueue", True), ("example.com/", True), ("/kueue", True)])
+def test_managed_by_is_a_domain_prefixed_path(manager: str, refused: bool) -> None:
+    found = lines(jobset(_jobset(managedBy=manager), STATE))
+    assert bool(found) is refused and all(line.startswith("spec.managedBy: ") for line in found)
+
+
+def test_managed_by_is_at_most_63_bytes() -> None:
+    assert jobset(_jobset(managedBy="example.com/" + "m" * 51), STATE) == []
+    assert lines(jobset(_jobset(managedBy="example.com/" + "m" * 52), STATE)) == [
+        "spec.managedBy: may not be more than 63 bytes"]
+
+
+@pytest.mark.parametrize(("replicas", "parallelism", "refused"), [
+    (1, MAX_INT32, False), (MAX_INT32, 1, False), (2, MAX_INT32 // 2, False), (2, MAX_INT32 // 2 + 1, True),
+    (MAX_INT32 + 1, 1, True)])
+def test_replicas_times_parallelism_fits_an_int32(replicas: int, parallelism: int, refused: bool) -> None:
+    found = [line for line in lines(jobset(_jobset(_job("w", replicas, parallelism=parallelism)), STATE))
+             if "product" in line]
+    assert found == ([f"spec.replicatedJobs[0]: the product of replicas and parallelism must not exceed {MAX_INT32} "
+                      "for replicatedJob 'w'"] if refused else [])
+
+
+def test_parallelism_defaults_to_one_in_the_product() -> None:
+    assert not any("product" in line for line in lines(jobset(_jobset(_job("w", MAX_INT32)), STATE)))
+
+
+@pytest.mark.parametrize(("group", "refused"), [("default", False), ("g" * 63, False), ("g" * 64, True),
+                                                ("Group", True), ("1g", True)])
+def test_a_group_name_is_a_dns_label(group: str, refused: bool) -> None:
+    job = _job("w")
+    job["groupName"] = group
+    found = lines(jobset(_jobset(job), STATE))
+    assert bool(found) is refused and all(line.startswith("spec.replicatedJobs[0].groupName: ") for line in found)
+
+
+def test_generated_names_use_the_last_job_index() -> None:
+    """GenJobName(js, job, replicas-1): 'js-w-9' fits with 10 replicas; a name that is not a DNS label is refused
+    with the name it would generate."""
+    assert jobset(_jobset(_job("w", 10)), STATE) == []
+    bad = _jobset(_job("W_", 2))
+    assert lines(jobset(bad, STATE))[0].startswith("spec.replicatedJobs[0].name: 'js-W_-1': ")
+
+
+# --- exclusive placement (pod_webhook.go) --------------------------------------------------------------------------
+
+def _pod(name: str, index: str, **annotations: str) -> dict[str, Any]:
+    base = {"jobset.sigs.k8s.io/jobset-name": "js", "jobset.sigs.k8s.io/replicatedjob-name": "w",
+            "jobset.sigs.k8s.io/job-index": "0"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "namespace": "v", "labels": dict(base),
+        "annotations": {**base, "alpha.jobset.sigs.k8s.io/exclusive-topology": "rack",
+                        "batch.kubernetes.io/job-completion-index": index, **annotations},
+        "ownerReferences": [{"uid": "u", "controller": True}]},
+        "spec": {"nodeSelector": {"rack": "r1"}, "nodeName": "n1"}}
+
+
+def test_only_followers_of_exclusive_jobsets_without_the_node_selector_strategy_are_checked() -> None:
+    follower = _pod("js-w-0-1", "1")
+    assert lines(exclusive_placement(follower, STATE)) == [
+        "expected 1 leader pod (js-w-0-0), but got 0. this is an expected, transient error"]
+    strategy = _pod("js-w-0-1", "1", **{"alpha.jobset.sigs.k8s.io/node-selector": "true"})
+    assert exclusive_placement(strategy, STATE) == []
+    not_exclusive = copy.deepcopy(follower)
+    del not_exclusive["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"]
+    assert exclusive_placement(not_exclusive, STATE) == []
+    no_jobset = copy.deepcopy(follower)
+    del no_jobset["metadata"]["annotations"]["jobset.sigs.k8s.io/jobset-name"]
+    assert exclusive_placement(no_jobset, STATE) == []
+
+
+@pytest.mark.parametrize("missing", ["jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+                                     "jobset.sigs.k8s.io/job-index"])
+def test_a_follower_names_its_leader_by_three_labels(missing: str) -> None:
+    follower = _pod("js-w-0-1", "1")
+    del follower["metadata"]["labels"][missing]
+    assert lines(exclusive_placement(follower, STATE)) == [f"pod missing label: {missing}"]
+
+
+def test_the_leader_is_one_pod_of_the_same_job_in_the_same_namespace() -> None:
+    follower, leader = _pod("js-w-0-1", "1"), _pod("js-w-0-0", "0")
+    assert exclusive_placement(follower, ClusterState([leader])) == []
+    elsewhere = copy.deepcopy(leader)
+    elsewhere["metadata"]["namespace"] = "other"
+    assert lines(exclusive_placement(follower, ClusterState([elsewhere]))) == [
+        "expected 1 leader pod (js-w-0-0), but got 0. this is an expected, transient error"]
+    assert lines(exclusive_placement(follower, ClusterState([leader, copy.deepcopy(leader)]))) == [
+        "expected 1 leader pod (js-w-0-0), but got 2. this is an expected, transient error"]
+    orphan = copy.deepcopy(leader)
+    orphan["metadata"]["ownerReferences"] = [{"uid": "u", "controller": False}]
+    assert lines(exclusive_placement(follower, ClusterState([orphan]))) == [
+        'leader pod "js-w-0-0" has no owner reference']
+    lone = copy.deepcopy(follower)
+    lone["metadata"]["ownerReferences"] = []
+    assert lines(exclusive_placement(lone, ClusterState([leader]))) == ["follower pod has no owner reference"]
+
+
+# --- Trainer --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("ancestor", "container"), [("trainer", "node"), ("model-initializer", "model-initializer"),
+                                                     ("dataset-initializer", "dataset-initializer")])
+def test_each_ancestor_job_has_its_own_container_and_one_replica(ancestor: str, container: str) -> None:
+    def runtime_with(name: str, replicas: int) -> dict[str, Any]:
+        job = {"name": "j", "replicas": replicas, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}},
+            "spec": {"template": {"spec": {"containers": [{"name": "sidecar"}, {"name": name}]}}}}}
+        return {"kind": "TrainingRuntime", "spec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+    assert runtime(runtime_with(container, 1), STATE) == []
+    assert lines(runtime(runtime_with("other", 2), STATE)) == [
+        "spec.template.spec.replicatedJobs[0].replicas: always must be 1",
+        "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers: must contain the required "
+        f"container for the ancestor: {ancestor}"]
+
+
+def test_a_job_of_no_known_ancestor_is_not_checked() -> None:
+    job = {"name": "j", "replicas": 3, "template": {"metadata": {"labels": {
+        "trainer.kubeflow.org/trainjob-ancestor-step": "launcher"}}}}
+    assert runtime({"spec": {"template": {"spec": {"replicatedJobs": [job, {"name": "k", "replicas": 2}]}}}},
+                   STATE) == []
+
+
+@pytest.mark.parametrize(("name", "model"), [("torchtune-llama3.3-70b", "llama3_3/70B"), ("tune-a-b-c", ""),
+                                             ("torchtune", ""), ("a-b", "")])
+def test_the_torchtune_model_is_read_from_exactly_three_name_parts(name: str, model: str) -> None:
+    assert torchtune_model(name) == model
+
+
+def _trainjob(runtime_name: str, kind: str | None = None, group: str | None = None, **trainer: Any) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": runtime_name}
+    ref |= {"kind": kind} if kind else {}
+    ref |= {"apiGroup": group} if group else {}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "t", "namespace": "vision"}, "spec": {"runtimeRef": ref, "trainer": trainer}}
+
+
+def test_a_namespaced_runtime_is_found_in_the_trainjobs_namespace_only() -> None:
+    namespaced = rt.read("torch-distributed")
+    namespaced["kind"] = "TrainingRuntime"
+    namespaced["metadata"]["namespace"] = "vision"
+    assert trainjob(_trainjob("torch-distributed", "TrainingRuntime"), ClusterState([namespaced])) == []
+    namespaced["metadata"]["namespace"] = "nlp"
+    assert lines(trainjob(_trainjob("torch-distributed", "TrainingRuntime"), ClusterState([namespaced]))) == [
+        "spec.runtimeRef: TrainingRuntime 'torch-distributed' not found: specified trainingRuntime must be created "
+        "before the TrainJob is created"]
+    assert lines(trainjob(_trainjob("torch-distributed", group="example.com"), ClusterState([namespaced]))) == [
+        "unsupported runtime: ClusterTrainingRuntime.example.com"]
+
+
+def test_every_torch_reserved_env_is_listed_sorted() -> None:
+    env = [{"name": n} for n in ("PET_NODE_RANK", "OK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NPROC_PER_NODE",
+                                 "PET_NNODES")]
+    assert lines(trainjob(_trainjob("torch-distributed", env=env), ClusterState([rt.read("torch-distributed")]))) == [
+        "spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_MASTER_ADDR PET_MASTER_PORT "
+        "PET_NNODES PET_NODE_RANK PET_NPROC_PER_NODE]"]
+
+
+def _flux_runtime(processes: int | None) -> dict[str, Any]:
+    flux = rt.read("torch-distributed")
+    flux["metadata"]["name"] = "flux-run"
+    flux["spec"]["mlPolicy"] = {"numNodes": 1, "flux": {} if processes is None else {"numProcPerNode": processes}}
+    return flux
+
+
+@pytest.mark.parametrize(("processes", "refused"), [(1, False), (None, False), (0, True), (-1, True)])
+def test_flux_runs_at_least_one_process_per_node(processes: int | None, refused: bool) -> None:
+    found = lines(trainjob(_trainjob("flux-run"), ClusterState([_flux_runtime(processes)])))
+    assert found == ([f"spec.trainer.numProcPerNode: Invalid value: {processes}: must be greater than or equal to 1 "
+                      "for Flux TrainJob"] if refused else [])
+
+
+def test_a_runtime_patch_may_not_set_env_on_the_node_or_initializer_containers() -> None:
+    tune = rt.read("torchtune-llama3.2-1b")
+    def patched(job: str, container: str, key: str = "containers") -> dict[str, Any]:
+        patch = {"manager": "example.com/team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": job, "template": {"spec": {"template": {"spec": {
+                key: [{"name": container, "env": [{"name": "A", "value": "1"}]}]}}}}}]}}}}
+        obj = _trainjob("torchtune-llama3.2-1b")
+        obj["spec"]["runtimePatches"] = [patch]
+        return obj
+    for job in ("node", "model-initializer", "dataset-initializer"):
+        container = job
+        assert lines(trainjob(patched(job, container), ClusterState([tune]))) == [
+            "spec.runtimePatches: must not have envs for the dataset-initializer, model-initializer, node containers"]
+    # the runtime info has the patches merged (trainingruntime.go newRuntimeInfo -> mergeRuntimePatches), so a
+    # patch's own new container exists there; a job the runtime lacks does not
+    assert trainjob(patched("node", "sidecar", "initContainers"), ClusterState([tune])) == []
+    assert lines(trainjob(patched("launcher", "launcher"), ClusterState([tune]))) == [
+        "spec.runtimePatches: must not have replicated job that doesn't exist in the runtime job template"]
