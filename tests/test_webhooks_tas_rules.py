@@ -17,6 +17,8 @@ import pytest
 
 from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks.kueue_v0_19_tas import job_topology, jobset_topology, pod_set_groups, pod_set_request
+from infra.apiserver.webhooks.podsets import jobset_pod_sets, patched_runtime, trainjob_pod_sets
+from infra.spec import runtimes as rt
 from tests.kueue_cluster import MANAGED, kueue_config, namespace
 
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -232,3 +234,56 @@ def test_a_batch_jobs_request_is_refused_before_its_pod_set_is_built_then_bounde
     assert lines(job_topology(batch_job({SLICE: "rack", SIZE: "3"}, parallelism=4), STATE)) == []
     assert lines(job_topology(batch_job({SLICE: "rack", SIZE: "3"}, parallelism=4, completions=2), STATE)) == [
         f'spec.template.metadata.annotations[{SIZE}]: Invalid value: "3": must not be greater than pod set count 2']
+
+
+# --- the pod sets the rules count (podsets.py) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("job", "count"), [
+    ({"name": "w"}, 1), ({"name": "w", "replicas": 3}, 3), ({"name": "w", "template": {"spec": {"parallelism": 4}}}, 4),
+    ({"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 3}}}, 6),
+    ({"name": "w", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 5}}}, 8),
+    ({"name": "w", "template": {"spec": {"completions": 5}}}, 1)])
+def test_a_replicated_job_counts_replicas_times_pods_per_replica(job: dict[str, Any], count: int) -> None:
+    """kueue jobset_controller.go podsCount: replicas x PodsCountPerReplica (parallelism defaulted to 1, or fewer
+    completions)."""
+    assert [(p.name, p.count, p.path) for p in jobset_pod_sets({"replicatedJobs": [job]})] == [
+        ("w", count, "spec.replicatedJobs[0].template.spec.template.metadata")]
+
+
+def _mpi_runtime(launcher_is_node: bool) -> dict[str, Any]:
+    runtime = rt.read("deepspeed-distributed")
+    runtime["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = launcher_is_node
+    return runtime
+
+
+@pytest.mark.parametrize(("nodes", "launcher_is_node", "counts"), [
+    (4, True, {"launcher": 1, "node": 3}), (1, True, {"launcher": 1, "node": 1}), (2, True, {"launcher": 1, "node": 1}),
+    (4, False, {"launcher": 1, "node": 4}), (None, False, {"launcher": 1, "node": 1})])
+def test_a_trainjobs_node_pod_set_takes_its_node_count_less_a_launcher_that_runs_as_a_node(
+        nodes: int | None, launcher_is_node: bool, counts: dict[str, int]) -> None:
+    trainer = {} if nodes is None else {"numNodes": nodes}  # None: the runtime's mlPolicy.numNodes (1)
+    sets = trainjob_pod_sets({"spec": {"trainer": trainer}}, _mpi_runtime(launcher_is_node))
+    assert {p.name: p.count for p in sets} == counts
+
+
+def test_a_trainer_ancestor_job_of_another_name_takes_the_node_count_too() -> None:
+    runtime = rt.read("torch-distributed")
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    job["name"] = "trainer"
+    job["replicas"] = 2
+    runtime["spec"]["mlPolicy"]["numNodes"] = 3
+    assert job["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+    assert [(p.name, p.count) for p in trainjob_pod_sets({"spec": {}}, runtime)] == [("trainer", 6)]
+
+
+def test_runtime_patches_merge_only_into_named_jobs_with_a_template() -> None:
+    runtime = rt.read("torch-distributed")
+    def patch(name: str, template: Any) -> dict[str, Any]:
+        job = {"name": name, "template": template}
+        return {"trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}}}
+    annotated = {"spec": {"template": {"metadata": {"annotations": {"a": "1"}}}}}
+    job = {"spec": {"runtimePatches": [patch("other", annotated), patch("node", None), {"trainingRuntimeSpec": None},
+                                       {"manager": "example.com/m"}]}}
+    assert patched_runtime(job, runtime) == runtime
+    job["spec"]["runtimePatches"].append(patch("node", annotated))
+    assert [p.annotations for p in trainjob_pod_sets(job, runtime)] == [{"a": "1"}]
