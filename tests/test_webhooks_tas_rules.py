@@ -32,8 +32,8 @@ A = "p.annotations"
 STATE = ClusterState(MANAGED)
 
 
-def request(annotations: dict[str, str]) -> list[str]:
-    return [f"{r.field}: {r.message}" for r in pod_set_request("p", annotations)]
+def request(annotations: dict[str, str], multi_layer: bool = True) -> list[str]:
+    return [f"{r.field}: {r.message}" for r in pod_set_request("p", annotations, multi_layer)]
 
 
 @pytest.mark.parametrize("pair", [(REQUIRED, PREFERRED), (REQUIRED, UNCONSTRAINED), (PREFERRED, UNCONSTRAINED)])
@@ -124,6 +124,23 @@ def test_slice_layers_are_a_json_array_of_objects(value: str) -> None:
     found = request({LAYERS: value})
     assert len(found) == 1 and found[0].startswith(f"{A}[{LAYERS}]: Invalid value: {json.dumps(value)}: must be a "
                                                    "valid JSON array: ")
+
+
+def test_slice_layers_are_refused_alone_while_their_gate_is_off() -> None:
+    """validateSliceRequiredTopologyConstraintsAnnotation: TASMultiLayerTopology off answers alone; the builder
+    then does not read the layers (tas.go Build), so unreadable layers do not stop the JobSet's other rules."""
+    gated = f"{A}[{LAYERS}]: the TASMultiLayerTopology feature gate must be enabled to use this annotation"
+    assert request({GROUP: "g", REQUIRED: "rack", **layers({"topology": "host", "size": 1})}, False) == [gated]
+    assert request({LAYERS: "{"}, False) == [gated]
+    off = ClusterState([kueue_config(gates={"TASMultiLayerTopology": False}), namespace("v")])
+    where = "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
+    assert lines(jobset_topology(_jobset(("w", 1, {LAYERS: "{"})), off)) == [
+        f"{where}[{LAYERS}]: the TASMultiLayerTopology feature gate must be enabled to use this annotation"]
+    assert lines(jobset_topology(_jobset(("w", 1, {LAYERS: "{"})), STATE))[0].startswith(
+        ": failed to parse multi-layer topology constraints annotation: ")
+    assert lines(job_topology(batch_job({LAYERS: "[]"}), off)) == [
+        f"spec.template.metadata.annotations[{LAYERS}]: the TASMultiLayerTopology feature gate must be enabled to "
+        "use this annotation"]
 
 
 def test_slice_layers_exclude_the_group_name() -> None:
