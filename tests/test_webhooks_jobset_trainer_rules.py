@@ -249,3 +249,20 @@ def test_a_runtime_patch_may_not_set_env_on_the_node_or_initializer_containers()
     assert trainjob(patched("node", "sidecar", "initContainers"), ClusterState([tune])) == []
     assert lines(trainjob(patched("launcher", "launcher"), ClusterState([tune]))) == [
         "spec.runtimePatches: must not have replicated job that doesn't exist in the runtime job template"]
+
+
+@pytest.mark.parametrize(("resources", "single_device"), [
+    ({"requests": {"nvidia.com/gpu": 1}}, True), ({"limits": {"nvidia.com/gpu": 1}}, True),
+    ({"requests": {"nvidia.com/gpu": 0}, "limits": {"nvidia.com/gpu": 1}}, True),
+    ({"requests": {"nvidia.com/gpu": "500m"}}, True), ({"requests": {"example.com/Big-GPU": 1}}, True),
+    ({"requests": {"cpu": 1}, "limits": {"amd.com/gpu": 1}}, True),
+    ({"requests": {"nvidia.com/gpu": 2}, "limits": {"nvidia.com/gpu": 1}}, False),
+    ({"requests": {"nvidia.com/gpu": "1001m"}}, False), ({"requests": {"cpu": 1}}, False), ({}, False)])
+def test_gpus_per_node_from_requests_else_limits_rounded_up(resources: dict[str, Any], single_device: bool) -> None:
+    """runtime.go GetNumGPUPerNode: the first resource whose name contains "gpu" (any case) in the requests, else
+    in the limits when the requests give 0, as Quantity.Value() rounds (up). One GPU selects the single-device
+    QLoRA recipe (torchtune.go getRecipeAndConfig), which Llama 3.2 needs; none (0) does not."""
+    job = _trainjob("torchtune-llama3.2-1b", command=["tune", "run"], args=["model.quantize_base=True"],
+                    resourcesPerNode=resources)
+    found = trainjob(job, ClusterState([rt.read("torchtune-llama3.2-1b")]))
+    assert (found == []) is single_device
