@@ -52,7 +52,7 @@ GUARDED: dict[str, tuple[str, ...]] = {
                                    "test_apiserver_workload.py", "test_guards_webhooks.py",
                                    "test_apiserver_kueue_jobs.py", "test_webhooks_kueue_rules.py",
                                    "test_webhooks_tas_rules.py", "test_webhooks_jobs_rules.py",
-                                   "test_webhooks_jobset_trainer_rules.py"),
+                                   "test_webhooks_jobset_trainer_rules.py", "test_webhooks_sparse_objects.py"),
     "infra/review/risks.py": ("test_risks.py", "test_guards_risks.py"),
     "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py", "test_hybrid_rules.py"),
     "infra/spec/input/secrets.py": ("test_guards_rules.py", "test_policies.py", "test_bad_input.py"),
