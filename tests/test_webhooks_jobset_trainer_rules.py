@@ -266,3 +266,22 @@ def test_gpus_per_node_from_requests_else_limits_rounded_up(resources: dict[str,
                     resourcesPerNode=resources)
     found = trainjob(job, ClusterState([rt.read("torchtune-llama3.2-1b")]))
     assert (found == []) is single_device
+
+
+def test_jobset_policy_and_coordinator_refusals_say_what_upstream_says() -> None:
+    """The exact texts of jobset_webhook.go: success-policy targets, the rule-name pattern, and the coordinator's
+    endpoint label value with every problem joined by ', '."""
+    obj = _jobset(_job("w", 1, completions=1), successPolicy={"operator": "All", "targetReplicatedJobs": ["x"]},
+                  failurePolicy={"rules": [{"name": "1rule", "action": "FailJobSet"}]},
+                  coordinator={"replicatedJob": "w"}, network={"subdomain": "s" * 62 + "-"})
+    found = [line for line in lines(jobset(obj, STATE)) if not line.startswith("spec.network")]
+    assert found == [
+        "spec.successPolicy.targetReplicatedJobs: invalid replicatedJob name 'x' does not appear in "
+        ".spec.ReplicatedJobs",
+        "spec.failurePolicy.rules[0].name: invalid failure policy rule name '1rule', a failure policy rule name must "
+        "start with an alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and "
+        "must end with an alphanumeric character or '_'",
+        f'spec.coordinator: spec will lead to invalid label value "js-w-0-0.{"s" * 62}-" for coordinator label '
+        '"jobset.sigs.k8s.io/coordinator" (long JobSet / ReplicatedJob / SubDomain name?): must be no more than 63 '
+        "characters, a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+        "and must start and end with an alphanumeric character"]

@@ -206,3 +206,10 @@ def test_toleration_keys_are_label_names_when_set() -> None:
         == []
     lines = refusals(_flavor(tolerations=[{"key": "example.com/gpu"}, {"key": "bad key", "operator": "Exists"}]))
     assert lines and all(line.startswith("webhook:kueue: spec.tolerations[1].key: ") for line in lines)
+
+
+def test_a_selector_expression_without_a_key_is_refused() -> None:
+    """ValidateLabelSelectorRequirement: ValidateLabelName(key) on the empty key (Go's zero value)."""
+    selector = {"matchExpressions": [{"operator": "Exists"}]}
+    assert refusals(_one(_quota("cpu"), namespaceSelector=selector)) == [
+        "webhook:kueue: spec.namespaceSelector.matchExpressions[0].key: Invalid value: '': name part must be non-empty"]

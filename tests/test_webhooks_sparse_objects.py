@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 
 from infra.apiserver.state import ClusterState
-from infra.apiserver.webhooks import REGISTRY, WebhookRule
+from infra.apiserver.verdict import Unchecked
+from infra.apiserver.webhooks import REGISTRY, WebhookRule, review, rules_for
 from infra.apiserver.webhooks.jobset_v0_12 import exclusive_placement, jobset
 from infra.apiserver.webhooks.kueue_v0_19 import cluster_queue, cohort, resource_flavor
 from infra.apiserver.webhooks.kueue_v0_19_jobs import job_annotations, job_on_create
 from infra.apiserver.webhooks.kueue_v0_19_tas import job_topology, jobset_topology, trainjob_topology
 from infra.apiserver.webhooks.kueue_v0_19_workload import workload
 from infra.apiserver.webhooks.trainer_v2_2 import runtime, trainjob
+from infra.spec.versions import Versions
 from tests.kueue_cluster import MANAGED
 
 STATE = ClusterState(MANAGED)
@@ -107,3 +109,35 @@ def test_a_trainjob_on_a_runtime_without_optional_fields(spec: dict[str, Any]) -
                                      "runtimePatches": [{"manager": "example.com/m"},
                                                         {"manager": "example.com/m", "trainingRuntimeSpec": {}}]})
     assert trainjob(patched, state) == []
+
+
+def test_a_jobset_volume_claim_against_a_job_with_an_empty_template() -> None:
+    """validateReplicatedJobsVolumeClaims on a job whose template sets nothing: no volumes to shadow the claim and no
+    container that mounts it."""
+    obj = bare("JobSet", spec={"replicatedJobs": [EMPTY_JOB], "volumeClaimPolicies": [
+        {"templates": [{"metadata": {"name": "data"}, "spec": {}}]}]})
+    assert [r.line() for r in jobset(obj, STATE)] == [
+        "webhook:jobset: spec.replicatedJobs: replicatedJob containers don't have a matching volumeMount: data from "
+        "VolumeClaimPolicies"]
+
+
+def test_a_claim_mounted_by_an_init_container_only_is_mounted() -> None:
+    pod = {"initContainers": [{"name": "i", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
+           "containers": [{"name": "c"}]}
+    job = {"name": "w", "template": {"spec": {"template": {"spec": pod}}}}
+    obj = bare("JobSet", spec={"replicatedJobs": [job], "volumeClaimPolicies": [
+        {"templates": [{"metadata": {"name": "data"}, "spec": {}}]}]})
+    assert jobset(obj, STATE) == []
+
+
+def test_a_pod_without_labels_meets_no_rule_that_selects_labelled_pods() -> None:
+    """The JobSet pod webhook's objectSelector (jobset-name label Exists): a pod with no labels at all is not sent."""
+    pod = bare("Pod", metadata={"name": "p", "namespace": "v", "annotations": {
+        "jobset.sigs.k8s.io/jobset-name": "js", "alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"}})
+    assert review(pod, STATE, [rule for rules in REGISTRY.values() for rule in rules]) == []
+
+
+def test_a_pinned_minor_without_rules_is_reported_with_the_minors_that_have_them() -> None:
+    _, missing = rules_for(Versions(kueue="0.20.0", trainer="2.2.1", jobset="0.11.1"))
+    assert missing == [Unchecked("jobset 0.11", "validating webhooks", "rules are written for jobset 0.12 only"),
+                       Unchecked("kueue 0.20", "validating webhooks", "rules are written for kueue 0.19 only")]
