@@ -285,3 +285,51 @@ def test_jobset_policy_and_coordinator_refusals_say_what_upstream_says() -> None
         '"jobset.sigs.k8s.io/coordinator" (long JobSet / ReplicatedJob / SubDomain name?): must be no more than 63 '
         "characters, a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
         "and must start and end with an alphanumeric character"]
+
+
+def _tune_runtime(*jobs: tuple[str, dict[str, str], list[tuple[str, int | None]]]) -> dict[str, Any]:
+    """A torchtune Llama 3.2 1B runtime of the given jobs: (name, labels, [(container, GPUs or None)])."""
+    def container(name: str, count: int | None) -> dict[str, Any]:
+        return {"name": name} if count is None else {"name": name, "resources": {"limits": {"nvidia.com/gpu": count}}}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torchtune-llama3.2-1b"}, "spec": {"mlPolicy": {"torch": {}}, "template": {"spec": {
+                "replicatedJobs": [{"name": name, "template": {"metadata": {"labels": labels}, "spec": {"template": {
+                    "spec": {"containers": [container(*c) for c in containers]}}}}}
+                                   for name, labels, containers in jobs]}}}}
+
+
+TRAINER_LABEL = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+
+
+@pytest.mark.parametrize(("jobs", "one_gpu"), [
+    ([("node", {}, [("node", 1)])], True), ([("node", {}, [("node", 2)])], False),
+    ([("trainer", TRAINER_LABEL, [("node", 1)])], True), ([("other", {}, [("node", 1)])], False),
+    ([("node", {}, [("sidecar", 1), ("node", 2)])], False), ([("node", {}, [("node", None), ("node", 1)])], True),
+    ([("trainer", TRAINER_LABEL, [("sidecar", 1)]), ("node", {}, [("node", 1)])], True),
+    ([("trainer", {"trainer.kubeflow.org/trainjob-ancestor-step": "model-initializer"}, [("node", 1)])], False)])
+def test_the_runtimes_gpus_are_its_trainer_jobs_node_container(jobs: list[Any], one_gpu: bool) -> None:
+    """runtime.go ExtractResourcePerNodeFromRuntime, read when the TrainJob sets no resourcesPerNode: the first job
+    named `node` or labelled as the trainer ancestor whose `node` container has resources. One GPU there selects the
+    single-device QLoRA recipe Llama 3.2 needs; otherwise (none found: 0) QLoRA is refused on both fields."""
+    job = _trainjob("torchtune-llama3.2-1b", command=["tune", "run"], args=["model.quantize_base=True"])
+    found = trainjob(job, ClusterState([_tune_runtime(*jobs)]))
+    assert lines(found) == ([] if one_gpu else [
+        "spec.trainer.numProcPerNode: must be auto or 1 for llama3_2/1B model when using QLoRA",
+        "spec.trainer.resourcesPerNode: must have gpu resource with value 1 for llama3_2/1B model when using QLoRA"])
+
+
+def test_an_initializer_job_needs_its_container_and_patches_add_to_what_was_found() -> None:
+    """jobset.go Validate: a configured initializer's job must hold the container of its name; a runtime patch's
+    manager is a domain-prefixed path, refused beside the other findings; env on an init container named like an
+    ancestor container is not the env rule's business (it reads containers only)."""
+    tune = rt.read("torchtune-llama3.2-1b")
+    model_job = next(j for j in tune["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "model-initializer")
+    model_job["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "fetch"
+    job = _trainjob("torchtune-llama3.2-1b")
+    job["spec"]["initializer"] = {"model": {"storageUri": "hf://m"}, "dataset": {"storageUri": "hf://d"}}
+    job["spec"]["runtimePatches"] = [{"manager": "team", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {"initContainers": [
+            {"name": "node", "env": [{"name": "A", "value": "1"}]}]}}}}}]}}}}]
+    assert lines(trainjob(job, ClusterState([tune]))) == [
+        "spec.runtimeRef: must have container with name - model-initializer in the model-initializer job",
+        "spec.runtimePatches[0].manager: must be a domain-prefixed path (such as \"acme.io/foo\")"]
