@@ -333,3 +333,15 @@ def test_an_initializer_job_needs_its_container_and_patches_add_to_what_was_foun
     assert lines(trainjob(job, ClusterState([tune]))) == [
         "spec.runtimeRef: must have container with name - model-initializer in the model-initializer job",
         "spec.runtimePatches[0].manager: must be a domain-prefixed path (such as \"acme.io/foo\")"]
+
+
+def test_jobset_refusals_accumulate_in_upstreams_order() -> None:
+    """ValidateCreate appends every finding in its order: restart strategy, first job's dependsOn, subdomain,
+    managedBy, then each replicated job."""
+    first = _job("w", 2, parallelism=MAX_INT32)
+    first["dependsOn"] = []
+    obj = _jobset(first, failurePolicy={"restartStrategy": "InPlaceRestart"}, network={"subdomain": "Bad"},
+                  managedBy="kueue")
+    assert [line.split(":")[0] for line in lines(jobset(obj, STATE))] == [
+        "spec.failurePolicy.restartStrategy", "spec.replicatedJobs[0].dependsOn", "spec.network.subdomain",
+        "spec.network.subdomain", "spec.managedBy", "spec.replicatedJobs[0]"]
