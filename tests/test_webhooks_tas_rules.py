@@ -304,3 +304,12 @@ def test_runtime_patches_merge_only_into_named_jobs_with_a_template() -> None:
     assert patched_runtime(job, runtime) == runtime
     job["spec"]["runtimePatches"].append(patch("node", annotated))
     assert [p.annotations for p in trainjob_pod_sets(job, runtime)] == [{"a": "1"}]
+
+
+def test_a_trainjob_without_a_node_count_on_a_policy_without_one_runs_one_node() -> None:
+    """numNodes: the TrainJob's, else the runtime's mlPolicy.numNodes, else 1 (the API default)."""
+    runtime = _mpi_runtime(False)
+    del runtime["spec"]["mlPolicy"]["numNodes"]
+    assert {p.name: p.count for p in trainjob_pod_sets({"spec": {}}, runtime)} == {"launcher": 1, "node": 1}
+    runtime["spec"]["mlPolicy"]["numNodes"] = 3
+    assert {p.name: p.count for p in trainjob_pod_sets({"spec": {}}, runtime)} == {"launcher": 1, "node": 3}
