@@ -69,8 +69,8 @@ def _resource_groups(groups: list[dict[str, Any]], has_parent: bool, is_cohort: 
                     if key not in quota:
                         continue
                     amount = _quantity(quota[key])
-                    # validateFlavorQuotas checks a borrowing limit's cohort before its sign, the others' sign first
-                    unparented = [] if key == "nominalQuota" or has_parent else [
+                    # validateFlavorQuotas checks a borrowing limit's cohort before its sign, a lending limit's after
+                    unparented = [] if has_parent else [
                         _refuse(f"{where}.{key}", f"must be nil when {parent} is empty")]
                     if key == "borrowingLimit":
                         yield from unparented
