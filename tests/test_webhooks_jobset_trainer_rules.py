@@ -345,3 +345,61 @@ def test_jobset_refusals_accumulate_in_upstreams_order() -> None:
     assert [line.split(":")[0] for line in lines(jobset(obj, STATE))] == [
         "spec.failurePolicy.restartStrategy", "spec.replicatedJobs[0].dependsOn", "spec.network.subdomain",
         "spec.network.subdomain", "spec.managedBy", "spec.replicatedJobs[0]"]
+
+
+@pytest.mark.parametrize(("replicas", "completions", "name_length", "refused"), [
+    (10, 10, 51, False), (10, 10, 52, True), (11, 10, 50, False), (11, 10, 51, True), (10, 11, 50, False),
+    (10, 11, 51, True)])
+def test_generated_pod_names_use_the_last_job_and_pod_index(replicas: int, completions: int, name_length: int,
+                                                            refused: bool) -> None:
+    """GenPodName(js, job, replicas-1, completions-1) + '-abcde' is a DNS label of at most 63 characters: with 10
+    replicas and 10 completions `<name>-w-9-9-abcde` is the name plus 12; a two-digit index adds one."""
+    obj = _jobset(_job("w", replicas, completions=completions))
+    obj["metadata"]["name"] = "j" * name_length
+    found = [line for line in lines(jobset(obj, STATE)) if "pod names" in line]
+    assert found == (["spec.replicatedJobs[0].name: JobSet name is too long, pod names generated for this JobSet will "
+                      "exceed 63 characters"] if refused else [])
+
+
+def test_a_generated_name_that_is_no_dns_label_is_refused_with_the_job_name() -> None:
+    """jobset_webhook.go reports both the job-name and the pod-name problem with the longest job name as the value."""
+    assert lines(jobset(_jobset(_job("W", 2, completions=3)), STATE)) == [
+        f"spec.replicatedJobs[0].name: 'js-W-1': {problem}" for problem in (
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+            "alphabetic character, and end with an alphanumeric character",) * 2]
+
+
+def test_a_coordinator_on_a_job_without_replicas_or_template_fields() -> None:
+    """Replicas default to 1, so job index 1 is out of range; an empty template has no completions."""
+    assert lines(jobset(_jobset(_job("w", completions=2) | {"replicas": 1}, coordinator={"replicatedJob": "w",
+                                                                                         "jobIndex": 1}), STATE)) == [
+        "spec.coordinator: coordinator job index 1 is invalid for replicatedJob w"]
+    unreplicated = {"name": "w", "template": {"spec": {"completions": 2}}}
+    assert lines(jobset(_jobset(unreplicated, coordinator={"replicatedJob": "w", "jobIndex": 1}), STATE)) == [
+        "spec.coordinator: coordinator job index 1 is invalid for replicatedJob w"]
+    assert lines(jobset(_jobset({"name": "w", "template": {}}, coordinator={"replicatedJob": "w"}), STATE)) == [
+        "spec.coordinator: job for coordinator pod must be indexed completion mode, and completions number must be "
+        "set"]
+
+
+def test_mpi_launcher_rule_needs_two_nodes_asked_for() -> None:
+    """mpi.go Validate: numNodes (default 1) of at least 2 with runLauncherAsNode and no launcher job is refused."""
+    runtime_ = rt.read("deepspeed-distributed")
+    runtime_["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = True
+    jobs = runtime_["spec"]["template"]["spec"]["replicatedJobs"]
+    runtime_["spec"]["template"]["spec"]["replicatedJobs"] = [j for j in jobs if j["name"] != "launcher"]
+    assert trainjob(_trainjob("deepspeed-distributed"), ClusterState([runtime_])) == []
+    assert lines(trainjob(_trainjob("deepspeed-distributed", numNodes=2), ClusterState([runtime_]))) == [
+        "spec.trainer.numNodes: must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have "
+        "either launcher and node"]
+
+
+def test_torch_refusals_accumulate() -> None:
+    """torch.go Validate then validateTorchTune: the reserved envs, then the node count, then the QLoRA rules."""
+    job = _trainjob("torchtune-llama3.2-1b", command=["tune", "run"], args=["model.quantize_base=True"], numNodes=2,
+                    env=[{"name": "PET_NNODES"}], resourcesPerNode={"limits": {"nvidia.com/gpu": 2}})
+    assert [line.split(":")[0] for line in lines(trainjob(job, ClusterState([rt.read("torchtune-llama3.2-1b")])))] == [
+        "spec.trainer.env", "spec.trainer.numNodes"]
+    job["spec"]["trainer"]["numNodes"] = 1
+    assert [line.split(":")[0] for line in lines(trainjob(job, ClusterState([rt.read("torchtune-llama3.2-1b")])))] == [
+        "spec.trainer.env", "spec.trainer.numProcPerNode", "spec.trainer.resourcesPerNode"]
