@@ -209,3 +209,10 @@ def test_a_workloads_admission_gates_are_checked_only_while_their_gate_is_on() -
         f'metadata.annotations[{GATED}]: Invalid value: "nodomain": must be a domain-prefixed path (such as '
         '"acme.io/foo")']
     assert workload(gated, gates(AdmissionGatedBy=False)) == []
+
+
+def test_a_workloads_pod_level_limits_are_not_negative_either() -> None:
+    obj = _workload(0)
+    obj["spec"]["podSets"][0]["template"]["spec"]["resources"] = {"limits": {"cpu": "-1"}}
+    assert lines(workload(obj, STATE)) == [
+        "spec.podSets[0].template.spec.resources.limits[cpu]: Invalid value: '-1': must be greater than or equal to 0"]

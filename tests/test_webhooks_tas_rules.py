@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from infra.apiserver.state import ClusterState
-from infra.apiserver.webhooks.kueue_v0_19_tas import job_topology, jobset_topology, pod_set_groups, pod_set_request
+from infra.apiserver.webhooks.kueue_v0_19_tas import (
+    job_topology,
+    jobset_topology,
+    pod_set_groups,
+    pod_set_request,
+    trainjob_topology,
+)
 from infra.apiserver.webhooks.podsets import jobset_pod_sets, patched_runtime, trainjob_pod_sets
 from infra.spec import runtimes as rt
 from tests.kueue_cluster import MANAGED, kueue_config, namespace
@@ -313,3 +319,20 @@ def test_a_trainjob_without_a_node_count_on_a_policy_without_one_runs_one_node()
     assert {p.name: p.count for p in trainjob_pod_sets({"spec": {}}, runtime)} == {"launcher": 1, "node": 1}
     runtime["spec"]["mlPolicy"]["numNodes"] = 3
     assert {p.name: p.count for p in trainjob_pod_sets({"spec": {}}, runtime)} == {"launcher": 1, "node": 3}
+
+
+def test_a_trainjobs_namespaced_runtime_is_read_in_its_namespace_for_the_topology_rules() -> None:
+    runtime = rt.read("torch-distributed")
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = "v"
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    node.setdefault("metadata", {})["annotations"] = {UNCONSTRAINED: "true", GROUP: "g"}
+    job: dict[str, Any] = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                           "metadata": {"name": "t", "namespace": "v"},
+                           "spec": {"runtimeRef": {"name": "torch-distributed", "kind": "TrainingRuntime"}}}
+    assert lines(trainjob_topology(job, ClusterState([runtime]))) == [
+        f"job[node].annotations[{GROUP}]: may not be set when neither '{PREFERRED}' nor '{REQUIRED}' is specified. "
+        'Adjust either the "TrainJob.spec.runtimePatches" or the "TrainingRuntime.Template" annotations for the '
+        "corresponding Job"]
+    job["metadata"]["namespace"] = "other"
+    assert trainjob_topology(job, ClusterState([runtime])) == []
