@@ -216,3 +216,23 @@ def test_a_workloads_pod_level_limits_are_not_negative_either() -> None:
     obj["spec"]["podSets"][0]["template"]["spec"]["resources"] = {"limits": {"cpu": "-1"}}
     assert lines(workload(obj, STATE)) == [
         "spec.podSets[0].template.spec.resources.limits[cpu]: Invalid value: '-1': must be greater than or equal to 0"]
+
+
+def test_a_queue_name_refusal_names_the_label_and_joins_its_problems_with_commas() -> None:
+    """ValidateLabelAsCRDName: IsDNS1123Subdomain's messages joined by ','."""
+    name = "-" * 254
+    found = lines(job_on_create(obj(labels={"kueue.x-k8s.io/queue-name": name}), STATE))
+    assert len(found) == 1
+    assert found[0].startswith(f'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "{name}": must be no more '
+                               "than 253 characters,a lowercase RFC 1123 subdomain")
+
+
+def test_a_repeated_gate_does_not_stop_the_check_of_the_next_one() -> None:
+    assert lines(job_on_create(obj(annotations={GATED: "a.io/x,a.io/x,nodomain"}), STATE)) == [
+        f'metadata.annotations[{GATED}]: Invalid value: "a.io/x,a.io/x,nodomain": duplicate gate name: a.io/x',
+        f'metadata.annotations[{GATED}]: Invalid value: "nodomain": must be a domain-prefixed path (such as '
+        '"acme.io/foo")']
+    assert lines(job_on_create(obj(annotations={GATED: ",nodomain"}), STATE)) == [
+        f'metadata.annotations[{GATED}]: Invalid value: ",nodomain": cannot contain empty gate names',
+        f'metadata.annotations[{GATED}]: Invalid value: "nodomain": must be a domain-prefixed path (such as '
+        '"acme.io/foo")']
