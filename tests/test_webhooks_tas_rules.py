@@ -336,3 +336,33 @@ def test_a_trainjobs_namespaced_runtime_is_read_in_its_namespace_for_the_topolog
         "corresponding Job"]
     job["metadata"]["namespace"] = "other"
     assert trainjob_topology(job, ClusterState([runtime])) == []
+
+
+def test_the_slice_size_parses_down_to_the_least_int32() -> None:
+    assert request({SLICE: "rack", SIZE: "-2147483648"}) == [
+        f'{A}[{SIZE}]: Invalid value: "-2147483648": must be greater than or equal to 1']
+    assert request({SLICE: "rack", SIZE: "-2147483649"}) == [
+        f'{A}[{SIZE}]: Invalid value: "-2147483649": must be a numeric value']
+
+
+def test_a_jobset_reports_pod_set_requests_and_every_group_together() -> None:
+    """Requests and upper bounds of each pod set, then ValidatePodSetGroupingTopology over every group."""
+    pair = {GROUP: "g", REQUIRED: "rack"}
+    trio = {GROUP: "h", PREFERRED: "rack"}
+    where = "spec.replicatedJobs[{}].template.spec.template.metadata.annotations"
+    found = lines(jobset_topology(_jobset(("a", 2, pair), ("b", 2, {**pair, UNCONSTRAINED: "true"}), ("c", 1, trio),
+                                          ("d", 1, trio), ("e", 1, trio)), STATE))
+    assert found == [
+        f"{where.format(1)}: must not contain more than one topology annotation: ['{REQUIRED}', '{PREFERRED}', "
+        f"'{UNCONSTRAINED}']",
+        *(f"{where.format(i)}[{GROUP}]: can only define groups where at least one pod set has only 1 replica, got: 4 "
+          "replica(s) and 4 replica(s) in the group" for i in (0, 1)),
+        *(f"{where.format(i)}[{GROUP}]: can only define groups of exactly 2 pod sets, got: 3 pod set(s)"
+          for i in (2, 3, 4))]
+
+
+def test_a_slice_layer_without_a_size_has_size_zero() -> None:
+    """encoding/json leaves an absent size 0: refused by the layer rule, and never above the pod count."""
+    where = f"spec.replicatedJobs[0].template.spec.template.metadata.annotations[{LAYERS}]"
+    assert lines(jobset_topology(_jobset(("w", 1, layers({"topology": "rack"}))), STATE)) == [
+        f"{where}[0].size: Invalid value: 0: must be greater than or equal to 1"]
