@@ -82,7 +82,7 @@ def test_a_trainjob_needs_an_existing_runtime_of_a_registered_kind() -> None:
 def test_torch_reserved_env_and_torchtune_single_node() -> None:
     runtime = rt.read("torch-distributed")
     assert refusals(trainjob("torch-distributed", env=[{"name": "PET_NNODES", "value": "2"}]), runtime) == [
-        "webhook:trainer: spec.trainer.env: must not have reserved envs, invalid envs configured: ['PET_NNODES']"]
+        "webhook:trainer: spec.trainer.env: must not have reserved envs, invalid envs configured: [PET_NNODES]"]
     tune = rt.read("torchtune-llama3.2-1b")
     assert refusals(trainjob("torchtune-llama3.2-1b", command=["tune", "run"], numNodes=1), tune) == []
     assert refusals(trainjob("torchtune-llama3.2-1b", command=["tune", "run"], numNodes=2), tune) == [

@@ -124,10 +124,10 @@ def test_admission_gates_are_distinct_domain_prefixed_paths_of_63_chars_at_most(
     where = f"webhook:kueue: metadata.annotations[{GATED}]"
     assert refusals(workload(**{GATED: f"{gate}g"})) == [f"{where}: Too long: may not be more than 63 bytes"]
     assert refusals(workload(**{GATED: "a.io/x,,a.io/x"})) == [
-        f"{where}: Invalid value: 'a.io/x,,a.io/x': cannot contain empty gate names",
-        f"{where}: Invalid value: 'a.io/x,,a.io/x': duplicate gate name: a.io/x"]
+        f'{where}: Invalid value: "a.io/x,,a.io/x": cannot contain empty gate names',
+        f'{where}: Invalid value: "a.io/x,,a.io/x": duplicate gate name: a.io/x']
     assert refusals(workload(**{GATED: "nodomain"})) == [
-        f"{where}: Invalid value: 'nodomain': must be a domain-prefixed path (such as \"acme.io/foo\")"]
+        f'{where}: Invalid value: "nodomain": must be a domain-prefixed path (such as "acme.io/foo")']
 
 
 def test_admit_gives_a_submitted_workload_the_webhooks_answer() -> None:

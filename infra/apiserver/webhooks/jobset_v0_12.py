@@ -36,7 +36,7 @@ def _names(js_name: str, job: dict[str, Any], path: str) -> list[Refusal]:
     if spec.get("completionMode", "Indexed") == "Indexed" and "completions" in spec:  # Default made it Indexed
         longest_pod = f"{js_name}-{job.get('name')}-{replicas - 1}-{int(spec['completions']) - 1}-abcde"
         found += [_refuse(f"{path}.name", "JobSet name is too long, pod names generated for this JobSet will exceed "
-                          "63 characters" if "63" in p else f"{longest_pod!r}: {p}")
+                          "63 characters" if "63" in p else f"{longest_job!r}: {p}")  # upstream names the job
                   for p in dns1035_label(longest_pod)]
     return found
 

@@ -23,6 +23,19 @@ def _refuse(field: str, message: str) -> Refusal:
     return Refusal(FAMILY, field, message)
 
 
+def label_name(value: str, path: str) -> list[Refusal]:
+    """apimachinery metav1validation.ValidateLabelName (and content.IsLabelKey): one refusal per problem."""
+    return [_refuse(path, f"Invalid value: {value!r}: {problem}") for problem in qualified_name(value)]
+
+
+def labels(values: dict[str, Any], path: str) -> list[Refusal]:
+    """apimachinery metav1validation.ValidateLabels: each key a label name, each value a label value (the refusal
+    names the value)."""
+    return [r for key, value in values.items()
+            for r in label_name(str(key), path) + [_refuse(path, f"Invalid value: {str(value)!r}: {problem}")
+                                                   for problem in label_value(str(value))]]
+
+
 def _quantity(value: Any) -> Decimal | None:
     try:
         return quantity.parse(value)
@@ -41,8 +54,7 @@ def _resource_groups(groups: list[dict[str, Any]], has_parent: bool, is_cohort: 
         covered = list(group.get("coveredResources", []))
         for j, name in enumerate(covered):
             path = f"spec.resourceGroups[{i}].coveredResources[{j}]"
-            for problem in qualified_name(str(name)):
-                yield _refuse(path, f"Invalid value: {name!r}: {problem}")
+            yield from label_name(str(name), path)
             if name in seen_resources:
                 yield _refuse(path, f"Duplicate value: {name!r}")
             seen_resources.add(name)
@@ -57,10 +69,15 @@ def _resource_groups(groups: list[dict[str, Any]], has_parent: bool, is_cohort: 
                     if key not in quota:
                         continue
                     amount = _quantity(quota[key])
+                    # validateFlavorQuotas checks a borrowing limit's cohort before its sign, a lending limit's after
+                    unparented = [] if has_parent else [
+                        _refuse(f"{where}.{key}", f"must be nil when {parent} is empty")]
+                    if key == "borrowingLimit":
+                        yield from unparented
                     if amount is not None and amount < 0:
                         yield _refuse(f"{where}.{key}", "must be greater than or equal to 0")
-                    if key != "nominalQuota" and not has_parent:
-                        yield _refuse(f"{where}.{key}", f"must be nil when {parent} is empty")
+                    if key == "lendingLimit":
+                        yield from unparented
                     if (key == "lendingLimit" and not is_cohort and amount is not None and nominal is not None
                             and amount > nominal):
                         yield _refuse(f"{where}.{key}", "must be less than or equal to the nominalQuota")
@@ -86,9 +103,7 @@ def _selector(selector: Any, path: str) -> Iterator[Refusal]:
     keys; In/NotIn need values, Exists/DoesNotExist none, any other operator is refused; values are label values."""
     if not isinstance(selector, dict):
         return
-    for key, value in selector.get("matchLabels", {}).items():
-        for problem in qualified_name(key) + label_value(str(value)):
-            yield _refuse(f"{path}.matchLabels", f"Invalid value: {key!r}: {problem}")
+    yield from labels(selector.get("matchLabels", {}), f"{path}.matchLabels")
     for i, expression in enumerate(selector.get("matchExpressions", [])):
         where = f"{path}.matchExpressions[{i}]"
         operator, values = expression.get("operator"), expression.get("values", [])
@@ -100,9 +115,7 @@ def _selector(selector: Any, path: str) -> Iterator[Refusal]:
                 yield _refuse(f"{where}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
         else:
             yield _refuse(f"{where}.operator", f"Invalid value: {operator!r}: not a valid selector operator")
-        key = str(expression.get("key", ""))
-        for problem in qualified_name(key):
-            yield _refuse(f"{where}.key", f"Invalid value: {key!r}: {problem}")
+        yield from label_name(str(expression.get("key", "")), f"{where}.key")
         for j, value in enumerate(values):
             for problem in label_value(str(value)):
                 yield _refuse(f"{where}.values[{j}]", f"Invalid value: {value!r}: {problem}")
@@ -157,18 +170,18 @@ def resource_flavor(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
     """pkg/webhooks/resourceflavor_webhook.go ValidateResourceFlavor: node labels, taints unique by
     (key, effect), tolerations."""
     spec = obj.get("spec", {})
-    found = [_refuse("spec.nodeLabels", f"Invalid value: {key!r}: {problem}")
-             for key, value in spec.get("nodeLabels", {}).items()
-             for problem in qualified_name(key) + label_value(str(value))]
+    found = labels(spec.get("nodeLabels", {}), "spec.nodeLabels")
     seen: set[tuple[str, str]] = set()
     for i, taint in enumerate(spec.get("nodeTaints", [])):
-        found += [_refuse(f"spec.nodeTaints[{i}].key", p) for p in qualified_name(str(taint.get("key", "")))]
-        found += [_refuse(f"spec.nodeTaints[{i}].value", p) for p in label_value(str(taint.get("value", "")))]
+        found += label_name(str(taint.get("key", "")), f"spec.nodeTaints[{i}].key")
+        value = str(taint.get("value", ""))
+        if problems := label_value(value):  # one refusal, its problems joined by ';'
+            found.append(_refuse(f"spec.nodeTaints[{i}].value", f"Invalid value: {value!r}: {';'.join(problems)}"))
         pair = (str(taint.get("key")), str(taint.get("effect")))
         if pair in seen:
             found.append(_refuse(f"spec.nodeTaints[{i}]", "taints must be unique by key and effect pair"))
         seen.add(pair)
     for i, toleration in enumerate(spec.get("tolerations", [])):
         if toleration.get("key"):
-            found += [_refuse(f"spec.tolerations[{i}].key", p) for p in qualified_name(str(toleration["key"]))]
+            found += label_name(str(toleration["key"]), f"spec.tolerations[{i}].key")
     return found

@@ -102,7 +102,7 @@ def elastic(obj: dict[str, Any], cluster: ClusterState) -> bool:
                 and obj.get("metadata", {}).get("annotations", {}).get(ELASTIC) == "true")
 
 
-def _gated_by(annotations: dict[str, str]) -> list[Refusal]:
+def gated_by(annotations: dict[str, str]) -> list[Refusal]:
     """pkg/util/webhook/validation_admissiongatedby.go validateAdmissionGatedByAnnotationFormat: comma-separated
     gate names (csv.Parse trims each), none empty or twice, each a domain-prefixed path of at most 63 bytes."""
     value = annotations.get(GATED_BY, "")
@@ -136,7 +136,7 @@ def job_on_create(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         found.append(_forbidden(f"metadata.annotations[{ELASTIC}]",
                                 f"elastic job is not supported for {json.dumps(gvk(obj))}"))
     if cluster.kueue.gate("AdmissionGatedBy"):
-        found += _gated_by(annotations)
+        found += gated_by(annotations)
     return found
 
 

@@ -2,9 +2,9 @@
 `pkg/controller/jobframework/tas_validation.go` (the pod template's topology annotations and the slice size against
 the pod set's count) as `pkg/controller/jobs/{jobset,trainjob}/*_webhook.go` validateTopologyRequest call it, with
 the pod sets built as `pkg/controller/jobframework/tas.go` builds their topology requests, and as
-`pkg/controller/jobs/job/job_webhook.go` calls it for a batch Job. Feature gates at their
-0.19 defaults (`pkg/features/kube_features.go`): TopologyAwareScheduling, TASMultiLayerTopology and
-ElasticJobsViaWorkloadSlices on."""
+`pkg/controller/jobs/job/job_webhook.go` calls it for a batch Job. Feature gates are the cluster's
+(infra.apiserver.kueue_config; at 0.19 TopologyAwareScheduling, TASMultiLayerTopology and
+ElasticJobsViaWorkloadSlices are on)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal
+from infra.apiserver.webhooks.kueue_v0_19_jobs import elastic
 from infra.apiserver.webhooks.podsets import PodSet, jobset_pod_sets, trainjob_pod_sets
 from infra.spec.names import qualified_name
 
@@ -25,10 +26,10 @@ SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
-ELASTIC = "kueue.x-k8s.io/elastic-job"  # pkg/workloadslicing EnabledAnnotationKey, enabled by "true"
 GO_BOOLS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"})
 _GO_INT = re.compile(r"^[+-]?[0-9]+$")
 INT32 = (-(2**31), 2**31 - 1)
+MULTI_LAYER = "TASMultiLayerTopology"  # the gate of the slice-constraints annotation
 
 
 def _refuse(field: str, message: str) -> Refusal:
@@ -61,13 +62,15 @@ def _constraints(value: str) -> list[dict[str, Any]] | str:
     return layers
 
 
-def _slice_constraints(where: str, annotations: dict[str, str]) -> list[Refusal]:
-    """validateSliceRequiredTopologyConstraintsAnnotation: exclusive with the two-level slice annotations and the
-    pod-set group, 1 to 3 layers, each a label name with a size of at least 1, no level twice, and each layer's size
-    a multiple of the next one's."""
+def _slice_constraints(where: str, annotations: dict[str, str], multi_layer: bool) -> list[Refusal]:
+    """validateSliceRequiredTopologyConstraintsAnnotation: refused alone while its gate is off; else exclusive with
+    the two-level slice annotations and the pod-set group, 1 to 3 layers, each a label name with a size of at least
+    1, no level twice, and each layer's size a multiple of the next one's."""
     if CONSTRAINTS not in annotations:
         return []
     path = f"{where}[{CONSTRAINTS}]"
+    if not multi_layer:
+        return [_refuse(path, f"the {MULTI_LAYER} feature gate must be enabled to use this annotation")]
     found = [_refuse(path, f"may not be set when '{key}' is specified")
              for key in (SLICE_REQUIRED, SLICE_SIZE) if key in annotations]
     if GROUP_NAME in annotations:
@@ -78,12 +81,14 @@ def _slice_constraints(where: str, annotations: dict[str, str]) -> list[Refusal]
     if not 1 <= len(layers) <= 3:
         return [*found, _refuse(path, f"{_invalid(annotations[CONSTRAINTS])}topology constraints must contain "
                                       "between 1 and 3 entries")]
-    seen: dict[str, int] = {}
     for i, layer in enumerate(layers):
         topology, size = str(layer.get("topology", "")), int(layer.get("size", 0))
-        found += [_refuse(f"{path}[{i}].topology", p) for p in qualified_name(topology)]
+        found += [_refuse(f"{path}[{i}].topology", f"{_invalid(topology)}{p}") for p in qualified_name(topology)]
         if size < 1:
             found.append(_refuse(f"{path}[{i}].size", f"{_invalid(size)}must be greater than or equal to 1"))
+    seen: dict[str, int] = {}  # upstream checks uniqueness in a second pass, after every layer's own rules
+    for i, layer in enumerate(layers):
+        topology = str(layer.get("topology", ""))
         if topology in seen:
             found.append(_refuse(f"{path}[{i}].topology", f"Duplicate value: \"{topology} (also at index "
                                  f"{seen[topology]})\""))
@@ -96,8 +101,9 @@ def _slice_constraints(where: str, annotations: dict[str, str]) -> list[Refusal]
     return found
 
 
-def pod_set_request(path: str, annotations: dict[str, str]) -> list[Refusal]:
-    """ValidateTASPodSetRequest (the topology annotations of one pod template)."""
+def pod_set_request(path: str, annotations: dict[str, str], multi_layer: bool) -> list[Refusal]:
+    """ValidateTASPodSetRequest (the topology annotations of one pod template); `multi_layer`: the
+    TASMultiLayerTopology gate."""
     found = []
     where = f"{path}.annotations"
     if sum(key in annotations for key in (REQUIRED, PREFERRED, UNCONSTRAINED)) > 1:
@@ -105,7 +111,8 @@ def pod_set_request(path: str, annotations: dict[str, str]) -> list[Refusal]:
                              f"[{REQUIRED!r}, {PREFERRED!r}, {UNCONSTRAINED!r}]"))
     for key in (REQUIRED, PREFERRED, SLICE_REQUIRED):
         if key in annotations:
-            found += [_refuse(f"{where}[{key}]", p) for p in qualified_name(annotations[key])]
+            found += [_refuse(f"{where}[{key}]", f"{_invalid(annotations[key])}{p}")
+                      for p in qualified_name(annotations[key])]
     if GROUP_NAME in annotations:
         if re.fullmatch("[0-9]+", annotations[GROUP_NAME]) and int(annotations[GROUP_NAME]) < 2**64:  # ParseUint
             found.append(_refuse(f"{where}[{GROUP_NAME}]", "must not be a number"))
@@ -130,7 +137,7 @@ def pod_set_request(path: str, annotations: dict[str, str]) -> list[Refusal]:
         found.append(_refuse(f"{where}[{SLICE_SIZE}]", f"must be set when '{SLICE_REQUIRED}' is specified"))
     if SLICE_SIZE in annotations and SLICE_REQUIRED not in annotations:
         found.append(_refuse(f"{where}[{SLICE_SIZE}]", f"may not be set when '{SLICE_REQUIRED}' is not specified"))
-    return found + _slice_constraints(where, annotations)
+    return found + _slice_constraints(where, annotations, multi_layer)
 
 
 def slice_upper_bound(path: str, annotations: dict[str, str], count: int) -> list[Refusal]:
@@ -152,13 +159,14 @@ def slice_upper_bound(path: str, annotations: dict[str, str], count: int) -> lis
     return found
 
 
-def topology_request_error(annotations: dict[str, str]) -> str | None:
+def topology_request_error(annotations: dict[str, str], multi_layer: bool) -> str | None:
     """tas.go podSetTopologyRequestBuilder.Build's error, which makes the webhook answer with that error alone
-    (the pod sets cannot be built, so none is validated)."""
+    (the pod sets cannot be built, so none is validated). The constraints annotation is read only while
+    TASMultiLayerTopology (`multi_layer`) is on."""
     if (REQUIRED not in annotations and PREFERRED not in annotations and UNCONSTRAINED in annotations
             and annotations[UNCONSTRAINED] not in GO_BOOLS):
         return f'strconv.ParseBool: parsing "{annotations[UNCONSTRAINED]}": invalid syntax'
-    if CONSTRAINTS in annotations:
+    if CONSTRAINTS in annotations and multi_layer:
         layers = _constraints(annotations[CONSTRAINTS])
         if isinstance(layers, str):
             return f"failed to parse multi-layer topology constraints annotation: {layers}"
@@ -171,14 +179,16 @@ def topology_request_error(annotations: dict[str, str]) -> str | None:
     return None
 
 
-def _pod_set_rules(pod_sets: list[PodSet], paths: list[str]) -> list[Refusal]:
+def _pod_set_rules(pod_sets: list[PodSet], paths: list[str], cluster: ClusterState) -> list[Refusal]:
     """The webhook's answer for these pod sets: the first pod set that cannot be built answers alone (its error),
     else every pod set's request and upper-bound rules."""
-    errors = [e for p in pod_sets if (e := topology_request_error(p.annotations)) is not None]
+    multi_layer = cluster.kueue.gate(MULTI_LAYER)
+    errors = [e for p in pod_sets if (e := topology_request_error(p.annotations, multi_layer)) is not None]
     if errors:
         return [_refuse("", errors[0])]
     return [r for p, path in zip(pod_sets, paths, strict=True)
-            for r in pod_set_request(path, p.annotations) + slice_upper_bound(path, p.annotations, p.count)]
+            for r in pod_set_request(path, p.annotations, multi_layer) + slice_upper_bound(path, p.annotations,
+                                                                                          p.count)]
 
 
 def pod_set_groups(pod_sets: list[tuple[str, int, dict[str, str]]]) -> list[Refusal]:
@@ -207,11 +217,11 @@ def pod_set_groups(pod_sets: list[tuple[str, int, dict[str, str]]]) -> list[Refu
     return found
 
 
-def jobset_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+def jobset_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     """pkg/controller/jobs/jobset/jobset_webhook.go validateTopologyRequest: each replicated job's pod template
     (request and slice upper bound), then the pod-set groups."""
     pod_sets = jobset_pod_sets(obj.get("spec", {}))
-    found = _pod_set_rules(pod_sets, [p.path for p in pod_sets])
+    found = _pod_set_rules(pod_sets, [p.path for p in pod_sets], cluster)
     if any(r.field == "" for r in found):
         return found
     return found + pod_set_groups([(p.path, p.count, p.annotations) for p in pod_sets])
@@ -228,7 +238,7 @@ def trainjob_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusa
     if runtime is None:
         return []
     pod_sets = trainjob_pod_sets(obj, runtime)
-    found = _pod_set_rules(pod_sets, [f"job[{p.name}]" for p in pod_sets])
+    found = _pod_set_rules(pod_sets, [f"job[{p.name}]" for p in pod_sets], cluster)
     if any(r.field == "" for r in found):
         return found  # a pod set that cannot be built: Kueue answers with that error, without the hint
     hint = ('. Adjust either the "TrainJob.spec.runtimePatches" or the "TrainingRuntime.Template" annotations for '
@@ -236,7 +246,7 @@ def trainjob_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusa
     return [Refusal(r.family, r.field, r.message + hint, r.reason) for r in found]
 
 
-def job_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+def job_topology(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     """pkg/controller/jobs/job/job_webhook.go validateTopologyRequest: the pod template's request answers alone
     when refused; an elastic Job (`kueue.x-k8s.io/elastic-job: "true"`, ElasticJobsViaWorkloadSlices on) may ask
     only an unconstrained topology; then the pod set is built and its slice size bounded by
@@ -244,15 +254,14 @@ def job_topology(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
     spec = obj.get("spec", {})
     path = "spec.template.metadata"
     annotations = dict(spec.get("template", {}).get("metadata", {}).get("annotations", {}))
-    found = pod_set_request(path, annotations)
+    found = pod_set_request(path, annotations, cluster.kueue.gate(MULTI_LAYER))
     if found:
         return found
-    if obj.get("metadata", {}).get("annotations", {}).get(ELASTIC) == "true":
+    if elastic(obj, cluster):
         for key, word in ((REQUIRED, "required"), (PREFERRED, "preferred")):
             if key in annotations:
                 return [_refuse(f"{path}.annotations.{key}", f"{word} topology is not supported with elastic jobs")]
-    error = topology_request_error(annotations)
-    if error is not None:
-        return [_refuse("", error)]
+    # The pod set is built here (JobPodSets); every annotation its builder cannot read (topology_request_error) is
+    # refused above by pod_set_request, so building it cannot fail.
     parallelism = int(spec.get("parallelism", 1))
     return slice_upper_bound(path, annotations, min(parallelism, int(spec.get("completions", parallelism))))

@@ -5,8 +5,8 @@ judges one that a user or the platform writes directly.
 On CREATE the API server drops `status` (the Workload CRD has a status subresource) before validating webhooks see
 the object, so the status rules (admission, reclaimable pods, admission checks' pod-set updates, conditions) and the
 update-only rules (immutable pod sets, clusterName) never apply to a created Workload and are not written here.
-Feature gates at their 0.19 defaults (`pkg/features/kube_features.go`): PartialAdmission,
-ElasticJobsViaWorkloadSlices, AdmissionGatedBy, WorkloadValidateResourcesAreNonNegative,
+ElasticJobsViaWorkloadSlices and AdmissionGatedBy are the cluster's (infra.apiserver.kueue_config); the other gates
+at their 0.19 defaults (`pkg/features/kube_features.go`): PartialAdmission, WorkloadValidateResourcesAreNonNegative,
 TASValidateWorkloadSliceSize and WorkloadValidationForPodSetMetadata on; PriorityBoost off (its annotation is not
 checked)."""
 
@@ -17,23 +17,16 @@ from typing import Any
 from infra.apiserver import quantity
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal
-from infra.spec.names import domain_prefixed_path, label_value, qualified_name
+from infra.apiserver.webhooks.kueue_v0_19 import labels
+from infra.apiserver.webhooks.kueue_v0_19_jobs import elastic, gated_by
+from infra.spec.names import qualified_name
 
 FAMILY = "webhook:kueue"
-ELASTIC = "kueue.x-k8s.io/elastic-job"  # pkg/constants ElasticJobAnnotation; "true" enables workload slicing
-GATED_BY = "kueue.x-k8s.io/admission-gated-by"  # pkg/constants AdmissionGatedByAnnotation
-MAX_GATE = 63  # pkg/util/webhook MaxGateNameLengthForAdmissionGatedBy
 ANNOTATIONS_LIMIT = 256 * 1024  # apimachinery TotalAnnotationSizeLimitB
 
 
 def _refuse(field: str, message: str) -> Refusal:
     return Refusal(FAMILY, field, message)
-
-
-def _labels(values: dict[str, Any], path: str) -> list[Refusal]:
-    """apimachinery metav1validation.ValidateLabels: keys are qualified names, values label values."""
-    return [_refuse(path, f"Invalid value: {key!r}: {problem}")
-            for key, value in values.items() for problem in qualified_name(key) + label_value(str(value))]
 
 
 def _annotations(values: dict[str, Any], path: str) -> list[Refusal]:
@@ -84,7 +77,7 @@ def _pod_set(pod_set: dict[str, Any], path: str) -> list[Refusal]:
     """validatePodSet."""
     template = pod_set.get("template", {})
     meta, spec = template.get("metadata", {}), template.get("spec", {})
-    found = _labels(meta.get("labels", {}), f"{path}.template.metadata.labels")
+    found = labels(meta.get("labels", {}), f"{path}.template.metadata.labels")
     found += _annotations(meta.get("annotations", {}), f"{path}.template.metadata.annotations")
     for field in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(field, [])):
@@ -98,35 +91,16 @@ def _pod_set(pod_set: dict[str, Any], path: str) -> list[Refusal]:
     return found + _slice_size(pod_set.get("topologyRequest"), f"{path}.topologyRequest")
 
 
-def _gated_by(value: str) -> list[Refusal]:
-    """pkg/util/webhook/validation_admissiongatedby.go: comma-separated gates, each a domain-prefixed path of at
-    most 63 characters, none empty or repeated."""
-    where = f"metadata.annotations[{GATED_BY}]"
-    found: list[Refusal] = []
-    seen: set[str] = set()
-    for gate in ([part.strip() for part in value.split(",")] if value.strip() else []):
-        if not gate:
-            found.append(_refuse(where, f"Invalid value: {value!r}: cannot contain empty gate names"))
-            continue
-        if gate in seen:
-            found.append(_refuse(where, f"Invalid value: {value!r}: duplicate gate name: {gate}"))
-            continue
-        seen.add(gate)
-        found += [_refuse(where, f"Invalid value: {gate!r}: {p}") for p in domain_prefixed_path(gate)]
-        if len(gate) > MAX_GATE:
-            found.append(_refuse(where, f"Too long: may not be more than {MAX_GATE} bytes"))
-    return found
-
-
-def workload(obj: dict[str, Any], _: ClusterState) -> list[Refusal]:
+def workload(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
     """ValidateWorkload on CREATE (status dropped; see the module docstring)."""
     pod_sets = obj.get("spec", {}).get("podSets", [])
     found = [r for i, pod_set in enumerate(pod_sets) for r in _pod_set(pod_set, f"spec.podSets[{i}]")]
     variable = sum(pod_set.get("minCount") is not None for pod_set in pod_sets)
     if variable > 1:
         found.append(_refuse("spec.podSets", f"Invalid value: {variable}: at most one podSet can use minCount"))
-    meta_annotations = obj.get("metadata", {}).get("annotations", {})
-    if variable and meta_annotations.get(ELASTIC) == "true":
+    if variable and elastic(obj, cluster):
         found.append(_refuse("spec.podSets", f"Invalid value: {variable}: partial admission and elastic job cannot "
                              "be used together"))
-    return found + _gated_by(str(meta_annotations.get(GATED_BY, "")))
+    if cluster.kueue.gate("AdmissionGatedBy"):
+        found += gated_by(obj.get("metadata", {}).get("annotations", {}))
+    return found

@@ -113,7 +113,8 @@ def _torch(job: dict[str, Any], runtime: dict[str, Any]) -> list[Refusal]:
     found = []
     reserved = sorted({e.get("name") for e in trainer.get("env", [])} & TORCH_RESERVED_ENV)
     if reserved:
-        found.append(_refuse("spec.trainer.env", f"must not have reserved envs, invalid envs configured: {reserved}"))
+        found.append(_refuse("spec.trainer.env", "must not have reserved envs, invalid envs configured: "
+                             f"[{' '.join(reserved)}]"))  # Go's %v of a []string
     if trainer.get("command") != TORCHTUNE_ENTRYPOINT:
         return found
     model = torchtune_model(str(job.get("spec", {}).get("runtimeRef", {}).get("name", "")))
