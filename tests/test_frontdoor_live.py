@@ -137,7 +137,8 @@ def test_accept_reaches_each_ui_as_the_member_s_rights_say_and_is_refused_anothe
                                        "grafana organization of nlp"]
     queries = [urllib.parse.unquote(url) for url, _ in gateway.asked if "/api/v1/query?query=" in url]
     asked = ("kueue_pending_workloads", 'kueue_pending_workloads{cluster_queue="nlp"}')
-    assert queries == [f"{platform.front_door.url}/grafana/api/datasources/proxy/uid/prometheus/api/v1/query?query={q}"
+    assert gateway.door is not None
+    assert queries == [f"{gateway.door.url}/grafana/api/datasources/proxy/uid/prometheus/api/v1/query?query={q}"
                        for q in asked]
     # The member's own runs and organization were asked for too: a refusal of everything would not pass.
     assert any(url.endswith("/runs?namespace=vision") for url, _ in gateway.asked)
