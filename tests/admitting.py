@@ -90,3 +90,8 @@ def patched(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
     """A TrainJob's runtimePatches that patch one replicated job's pod spec."""
     return [{"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
         {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}}}}]
+
+
+def messages(lines: list[str], policy: str) -> list[str]:
+    """The messages of one policy's refusals, as the user reads them after the API server's prefix."""
+    return [line.split("denied request: ", 1)[1] for line in by(policy, lines)]

@@ -23,6 +23,7 @@ from tests.admitting import (
     cluster,
     job,
     jobset,
+    messages,
     pod,
     refusals,
     trainjob,
@@ -33,10 +34,13 @@ from tests.conftest import ALL_STACKS, platform_of
 STACK = "onprem-lab"
 IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3"  # under the stack's nvcr.io/nvidia
 GPU = {"limits": {"nvidia.com/gpu": 1}}
-MUST_CARRY = f"must carry the label {QUEUE}"
-GPU_POD_RULE = "a Pod that requests GPUs must be created by a Job that Kueue admitted"
-NODE_NAME_RULE = "must not set nodeName"
+GPU_POD_RULE = "a Pod that requests GPUs must be created by a Job that Kueue admitted: submit a TrainJob"
+NODE_NAME_RULE = ("a Pod not created by a Kueue-admitted Job must not set nodeName, which skips the scheduler and the "
+                  "nodes' NoSchedule taints: let the scheduler place it")
 TOLERATION_RULE = "must not tolerate the GPU pools' taints"
+# onprem-lab's job namespaces and their LocalQueues, as the queue rule's message lists them
+WHERE = ("nlp: nlp; nlp-accept: nlp; nlp-models: nlp; speech: speech; speech-accept: speech; speech-eval: speech; "
+         "speech-models: speech; vision: vision; vision-accept: vision; vision-models: vision")
 
 
 def _spec(**container: Any) -> dict[str, Any]:
@@ -67,13 +71,13 @@ def test_each_queued_kind_needs_its_label_and_says_which_queues_exist(kind: str,
     state = cluster(platform)
     assert refusals(platform, _queued(kind, "vision", "vision"), state=state) == []
     unlabelled = _queued(kind, "vision", None)
-    found = by(QUEUE_POLICY, refusals(platform, unlabelled, state=state))
-    assert len(found) == 1, found
     # where the user reads it: the kind, the label and each namespace's queues
-    assert f"a {name} {MUST_CARRY} naming the LocalQueue of its namespace" in found[0]
-    assert "nlp: nlp; nlp-accept: nlp; nlp-models: nlp; speech: speech;" in found[0]
-    assert "vision-models: vision)" in found[0]
-    assert ": Forbidden" not in found[0]  # the reason is the policy's, the message stays the user's words
+    assert messages(refusals(platform, unlabelled, state=state), QUEUE_POLICY) == [
+        f"a {name} must carry the label {QUEUE} naming the LocalQueue of its namespace ({WHERE})"]
+    # a namespace with several queues lists each (hybrid-burst's teams also have their burst queue)
+    burst = platform_of("hybrid-burst")
+    found = messages(refusals(burst, _queued(kind, "vision", None)), QUEUE_POLICY)
+    assert len(found) == 1 and "; vision: vision, burst; vision-accept: vision, burst; " in found[0], found
     no_labels = copy.deepcopy(unlabelled)
     del no_labels["metadata"]["labels"]  # no labels map at all: the label reads as ''
     assert by(QUEUE_POLICY, refusals(platform, no_labels, state=state)), kind
@@ -106,11 +110,8 @@ def test_only_the_job_controller_creates_gpu_pods(user: str) -> None:
             spec["initContainers"] = [{"name": "i", "image": IMAGE, "resources": GPU}]
         else:
             spec["containers"][0]["resources"] = GPU
-        found = by(QUEUE_POLICY, refusals(platform, pod("vision", IMAGE, **spec), user=user, state=state))
-        if user in JOB_CONTROLLER:
-            assert found == [], (field, found)
-        else:
-            assert len(found) == 1 and GPU_POD_RULE in found[0], (field, user, found)
+        found = messages(refusals(platform, pod("vision", IMAGE, **spec), user=user, state=state), QUEUE_POLICY)
+        assert found == ([] if user in JOB_CONTROLLER else [GPU_POD_RULE]), (field, user, found)
     assert refusals(platform, pod("vision", IMAGE), user=user, state=state) == []  # no GPU: anyone
 
 
@@ -118,10 +119,9 @@ def test_only_the_job_controller_creates_gpu_pods(user: str) -> None:
 def test_a_tenant_pod_may_not_name_its_node(node_name: str | None, allowed: bool) -> None:
     platform = platform_of(STACK)
     spec = _spec() | ({} if node_name is None else {"nodeName": node_name})
-    found = by(QUEUE_POLICY, refusals(platform, pod("vision", IMAGE, **spec)))
-    assert (found == []) is allowed, found
+    found = messages(refusals(platform, pod("vision", IMAGE, **spec)), QUEUE_POLICY)
+    assert found == ([] if allowed else [NODE_NAME_RULE])
     if not allowed:
-        assert NODE_NAME_RULE in found[0] and "let the scheduler place it" in found[0]
         assert by(QUEUE_POLICY, refusals(platform, pod("vision", IMAGE, **spec), user=JOB_CONTROLLER[0])) == []
 
 
@@ -161,14 +161,24 @@ def test_tenant_pods_may_not_tolerate_a_gpu_pool_taint(stack: str) -> None:
             assert denials(policy, pod("vision", IMAGE, **spec), "pods", "vision", user=controller) == []
 
 
-def test_a_stack_whose_gpu_pools_have_no_taint_has_no_toleration_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_toleration_rule_follows_the_gpu_pools_taints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pools without taints: no toleration rule; pools tainted with several keys: each is refused and named."""
     from infra.platform import admission
 
+    platform = platform_of(STACK)
     monkeypatch.setattr(admission, "gpu_taints", lambda flavors: [])
-    policy = admission.queue_policy(platform_of(STACK))
+    policy = admission.queue_policy(platform)
     spec = _spec() | {"tolerations": [{"operator": "Exists"}]}
     assert denials(policy, pod("vision", IMAGE, **spec), "pods", "vision") == []
     assert not any(TOLERATION_RULE in v["message"] for v in policy["validations"])
+    taints = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+              {"key": "amd.com/gpu", "value": "", "effect": "NoSchedule"}]
+    monkeypatch.setattr(admission, "gpu_taints", lambda flavors: taints)
+    policy = admission.queue_policy(platform)
+    for key in ("amd.com/gpu", "nvidia.com/gpu"):
+        spec = _spec() | {"tolerations": [{"key": key, "operator": "Exists"}]}
+        found = denials(policy, pod("vision", IMAGE, **spec), "pods", "vision")
+        assert len(found) == 1 and "taints (amd.com/gpu, nvidia.com/gpu), which" in found[0], found
 
 
 @pytest.mark.parametrize("kind", ["jobs", "jobsets", "trainjobs"])

@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import empty_pb2, json_format
 
 from infra.offline import engine
 from infra.platform.admission import fabric_policy, fabric_runtimes, policies, tenant_identities
+from infra.spec import validate
 from infra.spec.clouds.aws import EFA_RESOURCE
 from infra.vocabulary import EVIDENCE_POLICY, FABRIC_POLICY, SECRETS_POLICY
 from tests.admitting import by, cluster, patched, refusals, trainjob
 from tests.cel import denials
-from tests.conftest import ALL_STACKS, platform_of
+from tests.conftest import ALL_STACKS, platform_of, raw_platform
 
 STACK = "onprem-lab"
 IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3"
@@ -63,6 +65,8 @@ def test_no_tenant_identity_writes_the_drill_marker(user: str, groups: tuple[str
         # any other ConfigMap is the tenant's
         assert refusals(platform, _marker("settings"), user, groups, operation, state=state) == []
     policy = policies(platform)[EVIDENCE_POLICY]
+    assert policy["matchConstraints"]["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["*"], "resources": [
+        "configmaps"], "operations": ["CREATE", "UPDATE", "DELETE"]}]
     who = {"username": user, "groups": list(groups)}
     # a deletion names the object in oldObject only
     assert (denials(policy, None, "configmaps", "vision", "DELETE", user=who, old=_marker()) != []) is tenant
@@ -248,9 +252,16 @@ Admission("admission", platform_of("onprem-lab"), k8s.Provider("k8s"))
 """
 
 
-def test_the_component_registers_each_policy_with_its_binding(tmp_path: Path) -> None:
+def test_the_component_registers_each_policy_with_its_binding(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     program = tmp_path / "program.py"
     program.write_text(PROGRAM, encoding="utf-8")
+    outputs: dict[str, Any] = {}
+
+    def record(monitor: Any, request: Any) -> Any:
+        outputs[request.urn] = json_format.MessageToDict(request.outputs)
+        return empty_pb2.Empty()
+    monkeypatch.setattr(engine.RecordingMonitor, "RegisterResourceOutputs", record)
     capture = engine.run("admission-only", {}, program)
     expected = policies(platform_of(STACK))
     kinds = {"ValidatingAdmissionPolicy": "vap", "ValidatingAdmissionPolicyBinding": "vapb"}
@@ -269,3 +280,21 @@ def test_the_component_registers_each_policy_with_its_binding(tmp_path: Path) ->
         assert policy.provider and binding.provider
     component = next(r for r in capture.resources if r.type == "trainyard:platform:Admission")
     assert component.name == "admission"
+    assert outputs[component.urn] == {"policies": sorted(expected)}  # what its state lists, in a stable order
+
+
+@pytest.mark.parametrize("stack", ALL_STACKS)
+def test_every_rule_fails_closed_and_refuses_as_forbidden(stack: str) -> None:
+    for name, spec in policies(platform_of(stack)).items():
+        assert spec["failurePolicy"] == "Fail", name  # a request a rule cannot evaluate is refused, not admitted
+        for validation in spec["validations"]:
+            # 403 (the requester may not), as the API server answers a reason Forbidden; not 422 (Invalid)
+            assert validation["reason"] == "Forbidden", (name, validation["message"])
+
+
+def test_the_policies_do_not_depend_on_the_order_the_teams_are_listed() -> None:
+    """The queues, namespaces and identities written into the expressions are sorted: listing the teams in another
+    order is no change to review (and renders byte-identical)."""
+    raw = raw_platform(STACK)
+    raw["teams"] = dict(reversed(list(raw["teams"].items())))
+    assert policies(validate(raw, STACK)) == policies(platform_of(STACK))
