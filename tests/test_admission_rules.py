@@ -270,3 +270,14 @@ def test_the_queue_rule_matches_its_kinds_by_their_api_group(make: Any, operatio
     rule = next(r for r in rules if r["resources"] == [resource])
     assert rule == {"apiGroups": [group], "apiVersions": ["*"], "resources": [resource], "operations": list(operations)}
     assert by(QUEUE_POLICY, refusals(platform, obj, operation="CREATE")), resource
+
+
+def test_pods_are_judged_when_created_only() -> None:
+    """Controllers update the pods they run: Kueue removes a GPU pod's scheduling gate once its topology is assigned.
+    Such an update, by an account no rule exempts, is admitted; the same pod's creation by it is not."""
+    platform = platform_of(STACK)
+    gated = pod("vision", IMAGE, **_spec(resources=GPU) | {"tolerations": [{"key": "nvidia.com/gpu",
+                                                                            "operator": "Exists"}]})
+    kueue = "system:serviceaccount:kueue-system:kueue-controller-manager"
+    assert refusals(platform, gated, kueue, ("system:serviceaccounts",), "UPDATE") == []
+    assert by(QUEUE_POLICY, refusals(platform, gated, kueue, ("system:serviceaccounts",), "CREATE"))

@@ -14,6 +14,7 @@ from google.protobuf import empty_pb2, json_format
 
 from infra.offline import engine
 from infra.platform.admission import fabric_policy, fabric_runtimes, policies, tenant_identities
+from infra.platform.models.serving_policy import SERVING_POLICY
 from infra.spec import validate
 from infra.spec.clouds.aws import EFA_RESOURCE
 from infra.vocabulary import EVIDENCE_POLICY, FABRIC_POLICY, SECRETS_POLICY
@@ -184,7 +185,17 @@ def test_fabric_runtimes_are_those_pinned_to_a_fabric_pool(stack: str, resource:
 
 @pytest.mark.parametrize("stack", ALL_STACKS)
 def test_a_stack_has_a_fabric_policy_exactly_when_a_runtime_needs_fabric(stack: str) -> None:
-    assert (FABRIC_POLICY in policies(platform_of(stack))) is bool(fabric_runtimes(platform_of(stack)))
+    platform = platform_of(stack)
+    always = {"trainyard-queue-required", "trainyard-pod-security", "trainyard-allowed-registries",
+              "trainyard-gpu-quota", "trainyard-no-token-secrets", "trainyard-drill-evidence",
+              "trainyard-pipeline-steps"}
+    expected = always | ({FABRIC_POLICY} if stack in ("aws-prod", "onprem-lab", "hybrid-burst") else set())
+    assert set(policies(platform)) == expected | {SERVING_POLICY}  # every stack has `models`
+    raw = raw_platform(stack)
+    del raw["models"]
+    for team in raw["teams"].values():
+        team.pop("serving", None)
+    assert set(policies(validate(raw, stack))) == expected
 
 
 def _fabric_job(runtime: str, resources: dict[str, Any] | None, kind: str | None = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from infra.platform.admission import (
     registry_pattern,
 )
 from infra.spec import validate
+from infra.spec.runtimes import pod_specs as runtime_pod_specs
 from infra.spec.versions import AWS_CLI_IMAGE
 from infra.vocabulary import GPU_QUOTA_POLICY, POD_SECURITY_POLICY, REGISTRY_POLICY
 from tests.admitting import by, cluster, job, jobset, messages, patched, pod, refusals, runtime, trainjob
@@ -219,7 +220,7 @@ def test_a_trainer_without_an_image_runs_its_runtimes() -> None:
 def test_registry_pattern_needs_a_prefix_and_escapes_it() -> None:
     with pytest.raises(ValueError, match="no allowed registry"):
         registry_pattern([])
-    assert registry_pattern(["a.b:1/c-d_e"]) == r"^(?:a\.b\:1\/c\-d\_e)[/:@]"
+    assert registry_pattern(["A.b:1/c-d_e", "x"]) == r"^(?:A\.b\:1\/c\-d\_e|x)[/:@]"
 
 
 # --- GPU namespaces ------------------------------------------------------------------------------------------
@@ -285,3 +286,34 @@ def test_a_runtime_patch_that_patches_no_pod_spec_passes(patch: dict[str, Any]) 
     job_ = trainjob("vision", "vision", IMAGE, runtimePatches=[patch])
     assert refusals(platform, job_, state=state) == []
     assert refusals(platform, job_, "system:serviceaccount:vision:trainyard-ci", (), state=state) == []
+
+
+def test_every_runtime_image_is_admitted_whatever_the_declared_registries(declared: Any) -> None:
+    """The runtimes' images (read from the runtimes themselves, init containers included) are the platform's own:
+    admitted though the declared prefixes cover none of them."""
+    state = cluster(declared)
+    images = {c["image"] for r in declared.runtimes for spec in runtime_pod_specs(r)
+              for field in ("initContainers", "containers") for c in spec.get(field, [])}
+    assert len(images) > 5 and any("initializer" in image for image in images)
+    for image in sorted(images):
+        assert by(REGISTRY_POLICY, refusals(declared, pod("vision", image), state=state)) == [], image
+
+
+def test_one_gpu_of_quota_makes_a_gpu_namespace() -> None:
+    raw = raw_platform(STACK)
+    raw["teams"]["tiny"] = {"quota": {"l40s": 1}}
+    raw["teams"]["none"] = {"quota": {"l40s": 0, "cpu": {"cpu": 1, "memory": "1Gi"}}}
+    namespaces = gpu_namespaces(validate(raw, STACK))
+    assert "tiny" in namespaces and "none" not in namespaces
+
+
+def test_the_message_names_every_allowed_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.platform import admission
+
+    monkeypatch.setattr(admission, "ALLOWED_CAPABILITIES", ("NET_BIND_SERVICE", "SYS_NICE"))
+    policy = admission.pod_security_policy()
+    nice = pod("vision", IMAGE, **_container(securityContext={"capabilities": {"add": ["SYS_NICE"]}}))
+    assert denials(policy, nice, "pods", "vision") == []
+    raw_ = pod("vision", IMAGE, **_container(securityContext={"capabilities": {"add": ["NET_RAW"]}}))
+    found = denials(policy, raw_, "pods", "vision")
+    assert len(found) == 1 and "added capability (beyond NET_BIND_SERVICE, SYS_NICE), root user" in found[0], found
