@@ -5,6 +5,7 @@ refused; GPUs admitted only where a team's quota or serving budget has them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -317,3 +318,14 @@ def test_the_message_names_every_allowed_capability(monkeypatch: pytest.MonkeyPa
     raw_ = pod("vision", IMAGE, **_container(securityContext={"capabilities": {"add": ["NET_RAW"]}}))
     found = denials(policy, raw_, "pods", "vision")
     assert len(found) == 1 and "added capability (beyond NET_BIND_SERVICE, SYS_NICE), root user" in found[0], found
+
+
+def test_every_step_of_a_path_is_guarded_before_the_next_is_read() -> None:
+    """cel-go (the API server) fails `has(v.a.b)` when `v.a` is missing, where celpy and the offline evaluator answer
+    false: so the partial runtime patches above pass on the cluster only if each step is guarded on its own."""
+    from infra.platform.admission_cel import every_pod_spec
+
+    expression = every_pod_spec(("a", "*", "b", "c"), "P")
+    assert expression.startswith("(has(object.a) ? object.a.all("), expression
+    inner = r"\(has\((\w+)\.b\) && has\(\1\.b\.c\) \? \[\1\.b\.c\]\.all\(s, P\) : true\)"  # whatever its name
+    assert re.search(inner, expression), expression
