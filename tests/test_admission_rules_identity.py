@@ -256,10 +256,12 @@ def test_the_fabric_policy_judges_trainjob_creation_in_team_namespaces() -> None
 # --- the component ------------------------------------------------------------------------------------------
 
 PROGRAM = """
+import pulumi
 import pulumi_kubernetes as k8s
 from infra.platform.admission import Admission
 from tests.conftest import platform_of
-Admission("admission", platform_of("onprem-lab"), k8s.Provider("k8s"))
+holder = pulumi.ComponentResource("test:index:Holder", "holder")
+Admission("admission", platform_of("onprem-lab"), k8s.Provider("k8s"), pulumi.ResourceOptions(parent=holder))
 """
 
 
@@ -291,6 +293,7 @@ def test_the_component_registers_each_policy_with_its_binding(tmp_path: Path,
         assert policy.provider and binding.provider
     component = next(r for r in capture.resources if r.type == "trainyard:platform:Admission")
     assert component.name == "admission"
+    assert component.parent.endswith("test:index:Holder::holder")  # the options it is given are its own
     assert outputs[component.urn] == {"policies": sorted(expected)}  # what its state lists, in a stable order
 
 
