@@ -219,7 +219,7 @@ def test_a_trainer_without_an_image_runs_its_runtimes() -> None:
 
 
 def test_registry_pattern_needs_a_prefix_and_escapes_it() -> None:
-    with pytest.raises(ValueError, match="^no allowed registry: the stack's runtimes give at least their own$"):
+    with pytest.raises(ValueError, match=r"^no allowed registry: the stack's runtimes give at least their own$"):
         registry_pattern([])
     assert registry_pattern(["A.b:1/c-d_e", "x"]) == r"^(?:A\.b\:1\/c\-d\_e|x)[/:@]"
 
