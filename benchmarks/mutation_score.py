@@ -34,10 +34,10 @@ GOAL = 0.90
 LOCK = Path("/tmp/trainyard-mutation.lock")
 # module -> the test files that cover it (what a mutant in it must fail)
 GUARDED: dict[str, tuple[str, ...]] = {
-    "infra/platform/admission.py": ("test_admission.py", "test_admission_cel.py", "test_guards_admission.py",
-                                    "test_attacks.py"),
-    "infra/platform/admission_cel.py": ("test_admission.py", "test_admission_cel.py", "test_guards_admission.py",
-                                        "test_attacks.py"),
+    "infra/platform/admission.py": ("test_admission_rules.py", "test_admission_rules_pods.py",
+                                    "test_admission_rules_identity.py", "test_admission_cel.py", "test_attacks.py"),
+    "infra/platform/admission_cel.py": ("test_admission_rules.py", "test_admission_rules_pods.py",
+                                        "test_admission_rules_identity.py", "test_admission_cel.py", "test_attacks.py"),
     "infra/platform/rbac.py": ("test_rbac.py", "test_guards_access.py"),
     "infra/apiserver/rbac.py": ("test_rbac.py", "test_guards_access.py"),
     "infra/platform/tenancy.py": ("test_tenancy.py", "test_guards_rules.py", "test_attacks.py"),

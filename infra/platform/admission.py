@@ -245,7 +245,7 @@ def _per_workload(predicate: str, trainer: str, message: str, unless: str = "") 
 
 
 def registry_policy(platform: Platform, images: Sequence[str]) -> dict[str, Any]:
-    prefixes = [p.rstrip("/") for p in platform.spec.policy.registries(images)]
+    prefixes = platform.spec.policy.registries(images)  # repositories and validated prefixes: no trailing '/'
     return {
         "failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": resource_rules(list(WORKLOADS))},
@@ -306,7 +306,7 @@ def secrets_policy(ci_users: Sequence[str], ci_groups: Sequence[str]) -> dict[st
     patches = every_pod_spec(WORKLOADS["trainjobs"].path, _secret_free_pod())
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [*resource_rules(["secrets"], ["CREATE", "UPDATE"]),
+        "matchConstraints": {"resourceRules": [*resource_rules(["secrets"]),
                                                *resource_rules(["trainjobs"])]},
         "variables": [
             {"name": "ci", "expression": (f"request.userInfo.username in {lit(list(ci_users))} || "
