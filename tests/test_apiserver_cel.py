@@ -264,3 +264,36 @@ def test_what_follows_a_decided_operand_or_item_is_not_evaluated() -> None:
         calls.clear()
         environment.program(environment.compile(expression), functions={"tick": tick}).evaluate({})
         assert len(calls) == evaluated, expression
+
+
+HAS_OBJECT = {"spec": {"template": {"spec": {}}, "replicas": 0, "empty": {}, "none": None}, "items": [1]}
+
+
+@pytest.mark.parametrize(("expression", "answer"), [
+    ("has(o.spec)", True),
+    ("has(o.status)", False),  # the last field absent: false
+    ("has(o.spec.template.spec)", True),
+    ("has(o.spec.replicas)", True),  # present with a zero value: a map key is there
+    ("has(o.spec.empty.x)", False),
+    ("has(o.spec.template.metadata)", False),
+    # a missing key on the way is an error, not false (cel-go: "no such key", cel-expr/cel-go#912)
+    ("has(o.status.phase)", EvalError),
+    ("has(o.spec.template.metadata.labels)", EvalError),
+    # a receiver that is no map has no fields to test
+    ("has(o.spec.replicas.x)", EvalError),
+    ("has(o.spec.none.x)", EvalError),
+    ("has(o.items.x)", EvalError),
+    # the guards that avoid the error: each step tested on its own
+    ("has(o.status) && has(o.status.phase)", False),
+    ("!has(o.status) || has(o.status.phase)", True),
+])
+def test_has_tests_only_the_last_field_and_an_error_on_the_way_is_the_answer(expression: str, answer: Any) -> None:
+    """The API server's has() (cel-spec langdef, field selection): `e` in has(e.f) is evaluated as any expression and
+    only `f` is tested, so a policy's `has(object.a.b)` without `a` fails the request there; celpy alone answers
+    false to every error under has()."""
+    program = compiled(expression)
+    if answer is EvalError:
+        with pytest.raises(EvalError):
+            program.run({"o": to_cel(HAS_OBJECT)})
+    else:
+        assert program.run({"o": to_cel(HAS_OBJECT)}) == celtypes.BoolType(answer)

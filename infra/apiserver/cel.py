@@ -158,6 +158,39 @@ def _fold(function: Callable[[Any, Any], Any], items: Iterable[Any], initial: An
     return value
 
 
+# `has(e.f)` (cel-spec langdef, field selection): `e` is evaluated as any expression, so an error in it (a missing
+# key on the way, as in `has(a.b.c)` without `a.b`: cel-go answers "no such key", cel-expr/cel-go#912) is the
+# answer, and only the last field is tested; a receiver that is no map is an error too. celpy answers false to
+# every error of the whole `e.f`, which admitted offline what the API server fails.
+UPSTREAM_HAS = evaluation.Evaluator.macro_has_eval
+
+
+def _selection(tree: Any) -> Any:
+    """The `e.f` node of has()'s argument (each level of the grammar above it has one child), or None."""
+    while hasattr(tree, "data"):  # a lark Tree; its tokens have no `data`
+        if tree.data == "member_dot":
+            return tree
+        if len(tree.children) != 1:
+            return None
+        tree = tree.children[0]
+    return None
+
+
+def _has(self: evaluation.Evaluator, exprlist: Any) -> Any:
+    selection = _selection(exprlist)
+    if selection is None:
+        return UPSTREAM_HAS(self, exprlist)
+    receiver_tree, field = selection.children
+    receiver = self.visit(receiver_tree)
+    if isinstance(receiver, evaluation.CELEvalError):
+        return receiver
+    if isinstance(receiver, celtypes.MapType | evaluation.NameContainer):
+        return celtypes.BoolType(field.value in receiver)
+    return evaluation.CELEvalError(f"has(): {type(receiver).__name__} does not support field selection", TypeError,
+                                   None, tree=selection)
+
+
+evaluation.Evaluator.macro_has_eval = _has  # type: ignore[method-assign]
 evaluation.Evaluator.conditionalor = _short_circuit("_||_")  # type: ignore[method-assign]
 evaluation.Evaluator.conditionaland = _short_circuit("_&&_")  # type: ignore[method-assign]
 evaluation.reduce = _fold  # type: ignore[assignment]
