@@ -1,0 +1,34 @@
+"""The tenancy and access components run alone under the offline engine (tests/parts_program.py), for tests that
+judge the objects they build: a run takes a fraction of a second, where the whole program renders charts."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from infra.offline import engine
+from infra.offline.plan import objects
+from infra.spec import PLATFORM_KEY, validate
+from tests.conftest import raw_platform
+
+PROGRAM = Path(__file__).with_name("parts_program.py")
+
+
+def run_parts(stack: str, raw: dict[str, Any]) -> engine.Capture:
+    validate(raw, stack)
+    return engine.run(stack, {PLATFORM_KEY: raw}, PROGRAM)
+
+
+@functools.cache
+def parts_of(stack: str) -> engine.Capture:
+    return run_parts(stack, raw_platform(stack))
+
+
+def parts_objects(capture: engine.Capture, kind: str | None = None) -> list[dict[str, Any]]:
+    return [obj for _, obj in objects(capture) if kind is None or obj.get("kind") == kind]
+
+
+def namespace_refs(capture: engine.Capture) -> dict[str, str]:
+    """Namespace name -> its resource's reference (what an object that waits for it depends on)."""
+    return {r.inputs["metadata"]["name"]: r.ref() for r in capture.resources if r.inputs.get("kind") == "Namespace"}
