@@ -19,6 +19,7 @@ from infra.apiserver.rbac import (
     Authorizer,
     Grant,
     Identity,
+    access_matrix,
     aggregated,
     allowed,
     decisions,
@@ -316,3 +317,57 @@ def test_the_forbidden_message_is_the_api_servers() -> None:
     assert forbidden(ALICE, "get", "kueue.x-k8s.io", "clusterqueues", "", "q") == (
         'clusterqueues.kueue.x-k8s.io "q" is forbidden: User "alice" cannot get resource "clusterqueues" in API '
         'group "kueue.x-k8s.io" at the cluster scope')
+
+
+# --- the access matrix document on hand-built bindings --------------------------------------------------------------
+
+def _matrix_objects() -> list[dict[str, Any]]:
+    local = {"apiVersion": RBAC_V1, "kind": "Role", "metadata": {"name": "local", "namespace": "a"},
+             "rules": [_rule(["list", "get"], ["batch"], ["jobs"])]}
+    return [
+        _cluster_role("wild", [_rule(["get"], ["*"], ["pods"])]),
+        _binding("ClusterRoleBinding", "w", "wild", [_group("oidc:readers")], persona="analyst"),
+        _binding("RoleBinding", "e", "edit", [{"kind": "ServiceAccount", "name": "trainyard-ci", "namespace": "a"}],
+                 "a", persona="ci"),
+        _binding("ClusterRoleBinding", "v", "view", [_group("admins")], persona="platform-admin"),
+        local,
+        _binding("RoleBinding", "l", "local", [_group("eng"), {"kind": "User", "name": "zed"}], "a", role_kind="Role",
+                 persona="ml-engineer"),
+    ]
+
+
+def _section(text: str, title: str) -> list[str]:
+    """The table rows (header and separator left out) of the section headed `title`."""
+    lines = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0].splitlines()
+    return [line for line in lines if line.startswith("| ")][1:]
+
+
+def test_the_matrix_warns_of_wildcards_and_broad_built_in_roles_and_lists_roles_not_rendered() -> None:
+    text = access_matrix(_capture(_matrix_objects()))
+    assert text.startswith("# Access matrix: stack `t`\n") and text.endswith("nobody has web access.\n")
+    assert "\nWARNING: broad grants: */pods get, edit.\n" in text and "No persona is granted" not in text
+    lines = text.splitlines()
+    header = lines.index("| API group | resource | platform-admin | ml-engineer | analyst | ci |")
+    assert lines[header + 2:header + 4] == ["| `batch` | `jobs` | - | get, list [ns] | - | - |",
+                                            "| `*` | `pods` | - | - | get [cluster] | - |"]
+    # persona order, not the alphabet: platform-admin before ci
+    assert _section(text, "Roles bound to personas but not rendered") == [
+        "| platform-admin | `view` | [cluster] |", "| ci | `edit` | [ns] |"]
+    assert _section(text, "Who holds each persona") == [
+        "| platform-admin | Group | `admins` |", "| ml-engineer | Group | `eng` |", "| ml-engineer | User | `zed` |",
+        "| analyst | Group | `oidc:readers` |", "| ci | ServiceAccount | `serviceaccount a/trainyard-ci` |"]
+    decided = _section(text, "Allowed or denied, in the team's own namespace and in another team's")
+    assert "| `core/pods` | get | deny / deny | deny / deny | allow / allow | deny / deny |" in decided
+    assert "| `batch/jobs` | get | deny / deny | allow / deny | deny / deny | deny / deny |" in decided
+
+
+def test_the_matrix_without_broad_grants_says_so_and_shows_only_bound_personas() -> None:
+    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "e", "v")]
+    text = access_matrix(_capture(objs))
+    assert "\nNo persona is granted `*` or a built-in admin role.\n" in text and "WARNING" not in text
+    assert "| API group | resource | ml-engineer |" in text
+    assert "## Roles bound to personas but not rendered\n\nBuilt into the cluster, not in the render; a persona " \
+           "bound to one gets its rights in addition.\n\nNone.\n" in text
+    scopes = "Scopes: `[ns]` in each namespace of the holder's team (RoleBinding); `[cluster]` cluster-wide " \
+             "(ClusterRoleBinding); `[own]` cluster-scoped, only the team's own objects by name (resourceNames)."
+    assert scopes in text

@@ -150,6 +150,17 @@ def test_a_baseline_exception_carries_its_reason_and_restricted_takes_none() -> 
     assert restricted["annotations"] == {"owner": PROFILE_OWNER}
 
 
+def test_without_a_front_door_a_namespace_has_no_profile_marks_and_no_annotations() -> None:
+    raw = raw_platform("local")
+    for section in ("frontDoor", "pipelines", "models"):
+        del raw[section]
+    for team in raw["teams"].values():
+        team.pop("serving", None)
+    bare = _one(parts_objects(run_parts("local", raw)), "Namespace", "demo")["metadata"]
+    assert "annotations" not in bare
+    assert not set(PROFILE_LABELS) & set(bare["labels"]) and bare["labels"][TEAM_LABEL] == "demo"
+
+
 def test_profile_marks_only_with_a_front_door() -> None:
     platform = platform_of("onprem-lab")
     assert profile_marks(platform) == (PROFILE_LABELS, {"owner": PROFILE_OWNER})
@@ -182,6 +193,8 @@ def test_a_models_namespace_quota_is_the_serving_budget_plus_the_registry() -> N
     assert parse_quantity(hard["requests.cpu"]) == registry["cpu"] + 2  # budget: 2 CPUs, 4Gi, no GPU
     assert parse_quantity(hard["requests.memory"]) == registry["memory"] + 4 * 2**30
     assert parse_quantity(hard["requests.nvidia.com/gpu"]) == 0
+    rendered = _one(parts_objects(parts_of("onprem-lab")), "ResourceQuota", "team-quota", "vision-models")
+    assert rendered["spec"]["hard"] == hard
     nlp = next(t for t in platform.teams if t.name == "nlp")  # no serving budget: the registry alone
     bare = quota_hard(platform, nlp, "nlp-models")
     assert parse_quantity(bare["requests.cpu"]) == registry["cpu"]
