@@ -1,9 +1,12 @@
 """The tenancy and access components run alone under the offline engine (tests/parts_program.py), for tests that
-judge the objects they build: a run takes a fraction of a second, where the whole program renders charts."""
+judge the objects they build: a run takes a fraction of a second, where the whole program renders charts.
+
+Not cached: each test that reads a run makes its own, so that mutation testing (benchmarks/mutation_score.py) links
+every such test to the component code it judges (mutmut runs, for a mutant, only the tests that called the mutated
+function while it gathered its statistics; a cached run would link only the first test that read it)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,6 @@ def run_parts(stack: str, raw: dict[str, Any]) -> engine.Capture:
     return engine.run(stack, {PLATFORM_KEY: raw}, PROGRAM)
 
 
-@functools.cache
 def parts_of(stack: str) -> engine.Capture:
     return run_parts(stack, raw_platform(stack))
 

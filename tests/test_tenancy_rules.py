@@ -6,11 +6,8 @@ and ServiceAccounts."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 from decimal import Decimal
 from typing import Any
-
-import pytest
 
 from infra.platform.models.registry_patches import DATABASE_PODS, registry_requests
 from infra.platform.tenancy import (
@@ -28,7 +25,7 @@ from infra.spec import validate
 from infra.spec.base import parse_quantity
 from infra.vocabulary import PSA_REASON, TEAM_LABEL
 from tests.conftest import platform_of, raw_platform
-from tests.netpol import Pod, connects
+from tests.netpol import Endpoint, Pod, connects
 from tests.parts import namespace_refs, parts_objects, parts_of, run_parts
 
 PSA = "pod-security.kubernetes.io"
@@ -36,7 +33,6 @@ MANAGED = "app.kubernetes.io/managed-by"
 DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
 
 
-@functools.cache
 def _policies(stack: str) -> list[dict[str, Any]]:
     return parts_objects(parts_of(stack), "NetworkPolicy")
 
@@ -57,7 +53,8 @@ def _one(objs: list[dict[str, Any]], kind: str, name: str, namespace: str | None
 VISION, VISION_MODELS, NLP = _pod("vision", "vision"), _pod("vision-models", "vision"), _pod("nlp", "nlp")
 
 
-@pytest.mark.parametrize(("target", "port", "protocol", "expected"), [
+# (target, port, protocol, allowed) from a vision pod
+REACHES: list[tuple[Endpoint, int, str, bool]] = [
     (DNS, 53, "UDP", True), (DNS, 53, "TCP", True),
     (DNS, 54, "UDP", False), (DNS, 52, "TCP", False), (DNS, 53, "SCTP", False),
     (Pod("kube-system", {"k8s-app": "metrics-server"}), 53, "UDP", False),  # the kube-dns selector keeps it out
@@ -70,18 +67,25 @@ VISION, VISION_MODELS, NLP = _pod("vision", "vision"), _pod("vision-models", "vi
     (VISION_MODELS, 29500, "TCP", True), (_pod("vision", "vision", app="x"), 8080, "UDP", True),  # same team
     (NLP, 29500, "TCP", False), (NLP, 53, "UDP", False),  # another team, on any port
     (Pod("default"), 443, "TCP", False), ("10.1.2.3", 443, "TCP", False), ("1.1.1.1", 53, "UDP", False),
-])
-def test_a_team_pod_reaches_dns_the_trainer_and_its_own_team_only(target: Any, port: int, protocol: str,
-                                                                   expected: bool) -> None:
-    assert connects(_policies("onprem-lab"), VISION, target, port, protocol) is expected
-
-
-@pytest.mark.parametrize(("source", "expected"), [
+]
+# (source, allowed) to a vision pod on 8080
+REACHED_BY: list[tuple[Pod, bool]] = [
     (VISION_MODELS, True), (_pod("speech-eval", "speech"), False), (NLP, False), (Pod("kube-system"), False),
     (Pod("kubeflow-system"), False), (Pod("vision"), False),  # a namespace named like the team, without its label
-])
-def test_a_team_pod_is_reached_by_its_own_team_only(source: Pod, expected: bool) -> None:
-    assert connects(_policies("onprem-lab"), source, VISION, 8080) is expected
+]
+
+
+def test_a_team_pod_reaches_dns_the_trainer_and_its_own_team_only() -> None:
+    policies = _policies("onprem-lab")
+    wrong = [(target, port, protocol, expected) for target, port, protocol, expected in REACHES
+             if connects(policies, VISION, target, port, protocol) is not expected]
+    assert wrong == []
+
+
+def test_a_team_pod_is_reached_by_its_own_team_only() -> None:
+    policies = _policies("onprem-lab")
+    assert [(source, expected) for source, expected in REACHED_BY
+            if connects(policies, source, VISION, 8080) is not expected] == []
 
 
 def test_in_a_models_namespace_the_team_reaches_every_pod_but_the_registry_database() -> None:
