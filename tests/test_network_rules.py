@@ -69,7 +69,10 @@ def test_a_guarded_namespace_has_default_deny_and_one_policy_per_flow_in_one_dir
     records = [r for r in parts_of("onprem-lab").resources if r.inputs.get("kind") == "NetworkPolicy"
                and r.inputs["metadata"]["namespace"] == "guarded"]
     assert records and all(r.depends_on == ("kubernetes:core/v1:Namespace::ns-guarded",) for r in records)
-    assert all(r.parent == "trainyard:platform:Tenancy::tenancy" for r in records)
+    assert all(r.parent == "trainyard:platform:Tenancy::tenancy" for r in records)  # the owning component's
+    assert all(r.provider == "pulumi:providers:kubernetes::k8s" for r in records)
+    # resource names in the URN: namespace and policy, so that two namespaces' policies never collide
+    assert sorted(r.name for r in records) == sorted(f"guarded-{name}" for name in policies)
     assert API_SERVER_PORTS == (443, 6443)
 
 

@@ -248,3 +248,23 @@ def test_serving_roles_exist_with_models_only_and_split_edit_from_view() -> None
     bare = parts_objects(run_parts("onprem-lab", raw))
     assert not [o for o in bare if SERVING_EDIT in o["metadata"]["name"] or SERVING_VIEW in o["metadata"]["name"]]
     assert _named(bare, "ClusterRole", "trainyard-ci")
+
+
+def test_access_objects_are_the_components_children_on_the_clusters_provider_under_stable_names() -> None:
+    """The component's type and each object's resource name are in its URN: a change of either makes `pulumi up`
+    replace the object (a binding deleted, then created again); the provider is the cluster's, never an ambient
+    kubeconfig's."""
+    capture = parts_of("onprem-lab")
+    access = [r for r in capture.resources if r.parent == "trainyard:platform:Access::access"]
+    assert [r.type for r in capture.resources if r.name == "access"] == ["trainyard:platform:Access"]
+    assert access and {r.provider for r in access} == {"pulumi:providers:kubernetes::k8s"}
+    for record in access:
+        meta, kind = record.inputs["metadata"], record.inputs["kind"]
+        persona = meta.get("labels", {}).get(PERSONA_LABEL, "")
+        expected = {
+            "ClusterRole": {f"role-{persona}", f"role-{meta['name']}",
+                            f"role-team-{meta.get('labels', {}).get(TEAM_LABEL)}"},
+            "ClusterRoleBinding": {f"crb-{meta['name']}"},
+            "RoleBinding": {f"rb-{meta.get('namespace')}-{meta['name']}"},
+        }[kind]
+        assert record.name in expected, (record.name, kind, meta["name"])

@@ -247,3 +247,27 @@ def test_every_team_object_waits_for_its_namespace() -> None:
     assert kinds == {"ResourceQuota", "LimitRange", "NetworkPolicy", "ServiceAccount"}
     # and "guarded", the platform namespace of tests/parts_program.py
     assert set(namespaces) == {"guarded", *(ns for t in platform_of("onprem-lab").teams for ns in t.namespaces)}
+
+
+def test_tenancy_objects_are_the_components_children_on_the_clusters_provider_under_stable_names() -> None:
+    """As for access (tests/test_persona_rules.py): a renamed resource or component type is replaced by `pulumi up`;
+    for a Namespace that deletes everything in it."""
+    capture = parts_of("onprem-lab")
+    assert [r.type for r in capture.resources if r.name == "tenancy"] == ["trainyard:platform:Tenancy"]
+    children = [r for r in capture.resources if r.parent == "trainyard:platform:Tenancy::tenancy"
+                and (r.inputs.get("metadata") or {}).get("namespace") != "guarded"]
+    assert children and {r.provider for r in children} == {"pulumi:providers:kubernetes::k8s"}
+    suffix = {"ResourceQuota": "quota", "LimitRange": "limits"}
+    for record in children:
+        meta, kind = record.inputs["metadata"], record.inputs["kind"]
+        ns = meta.get("namespace")
+        expected = {"Namespace": f"ns-{meta['name']}", "ServiceAccount": f"{ns}-ci",
+                    "NetworkPolicy": f"{ns}-{meta['name']}"}.get(kind) or f"{ns}-{suffix[kind]}"
+        if record.type == "kubernetes:core/v1:ServiceAccountPatch":
+            expected = f"{ns}-default-sa"
+        assert record.name == expected, (record.name, kind, meta["name"])
+    # Offboarding is removing the team from the stack file (docs/onboarding.md): its namespaces are not protected
+    # (a protected resource stops `pulumi up` from deleting it); its data volumes are kept by their own options.
+    assert all(not r.protect and not r.retain_on_delete for r in children if r.inputs["kind"] == "Namespace")
+    assert len(children) == 7 * (1 + 1 + 1 + 1 + 1) + sum(
+        1 for r in children if r.inputs["kind"] == "NetworkPolicy")
