@@ -333,6 +333,11 @@ def _matrix_objects() -> list[dict[str, Any]]:
         local,
         _binding("RoleBinding", "l", "local", [_group("eng"), {"kind": "User", "name": "zed"}], "a", role_kind="Role",
                  persona="ml-engineer"),
+        # subjects are optional in a binding: it holds no one
+        {k: v for k, v in _binding("RoleBinding", "n", "local", [], "a", role_kind="Role", persona="ml-engineer").items()
+         if k != "subjects"},
+        _cluster_role("watch-jobs", [_rule(["watch"], ["batch"], ["jobs"])]),
+        _binding("ClusterRoleBinding", "wj", "watch-jobs", [_group("eng")], persona="ml-engineer"),
     ]
 
 
@@ -348,7 +353,8 @@ def test_the_matrix_warns_of_wildcards_and_broad_built_in_roles_and_lists_roles_
     assert "\nWARNING: broad grants: */pods get, edit.\n" in text and "No persona is granted" not in text
     lines = text.splitlines()
     header = lines.index("| API group | resource | platform-admin | ml-engineer | analyst | ci |")
-    assert lines[header + 2:header + 4] == ["| `batch` | `jobs` | - | get, list [ns] | - | - |",
+    # one cell per persona: its verbs per scope, the scopes in order
+    assert lines[header + 2:header + 4] == ["| `batch` | `jobs` | - | watch [cluster]; get, list [ns] | - | - |",
                                             "| `*` | `pods` | - | - | get [cluster] | - |"]
     # persona order, not the alphabet: platform-admin before ci
     assert _section(text, "Roles bound to personas but not rendered") == [
@@ -362,7 +368,7 @@ def test_the_matrix_warns_of_wildcards_and_broad_built_in_roles_and_lists_roles_
 
 
 def test_the_matrix_without_broad_grants_says_so_and_shows_only_bound_personas() -> None:
-    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "e", "v")]
+    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "e", "v", "wj")]
     text = access_matrix(_capture(objs))
     assert "\nNo persona is granted `*` or a built-in admin role.\n" in text and "WARNING" not in text
     assert "| API group | resource | ml-engineer |" in text
