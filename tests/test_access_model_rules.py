@@ -334,8 +334,8 @@ def _matrix_objects() -> list[dict[str, Any]]:
         _binding("RoleBinding", "l", "local", [_group("eng"), {"kind": "User", "name": "zed"}], "a", role_kind="Role",
                  persona="ml-engineer"),
         # subjects are optional in a binding: it holds no one
-        {k: v for k, v in _binding("RoleBinding", "n", "local", [], "a", role_kind="Role", persona="ml-engineer").items()
-         if k != "subjects"},
+        {k: v for k, v in _binding("RoleBinding", "n", "local", [], "a", role_kind="Role",
+                                   persona="ml-engineer").items() if k != "subjects"},
         _cluster_role("watch-jobs", [_rule(["watch"], ["batch"], ["jobs"])]),
         _binding("ClusterRoleBinding", "wj", "watch-jobs", [_group("eng")], persona="ml-engineer"),
     ]
