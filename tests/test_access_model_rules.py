@@ -271,6 +271,14 @@ def test_grants_read_rules_without_groups_resources_or_verbs_as_granting_nothing
     assert grants(_capture(objs)) == (set(), set())
 
 
+def test_a_bound_role_without_rules_grants_nothing() -> None:
+    """`rules` is optional in a Role (an empty one is sent without it): bound, it grants nothing, and is no role
+    missing from the render either."""
+    empty = {"apiVersion": RBAC_V1, "kind": "Role", "metadata": {"name": "empty", "namespace": "a"}}
+    binding = _binding("RoleBinding", "b", "empty", [_group("g")], "a", role_kind="Role", persona="analyst")
+    assert grants(_capture([empty, binding])) == (set(), set())
+
+
 def _grant(persona: str = "analyst", group: str = "", resource: str = "pods", verb: str = "get",
            scope: str = NAMESPACED) -> Grant:
     return Grant(persona, group, resource, verb, scope)
