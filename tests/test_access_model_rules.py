@@ -344,6 +344,7 @@ def _matrix_objects() -> list[dict[str, Any]]:
         # subjects are optional in a binding: it holds no one
         {k: v for k, v in _binding("RoleBinding", "n", "local", [], "a", role_kind="Role",
                                    persona="ml-engineer").items() if k != "subjects"},
+        _binding("ClusterRoleBinding", "cv", "view", [_group("ci-readers")], persona="ci"),
         _cluster_role("watch-jobs", [_rule(["watch"], ["batch"], ["jobs"])]),
         _binding("ClusterRoleBinding", "wj", "watch-jobs", [_group("eng")], persona="ml-engineer"),
     ]
@@ -364,19 +365,21 @@ def test_the_matrix_warns_of_wildcards_and_broad_built_in_roles_and_lists_roles_
     # one cell per persona: its verbs per scope, the scopes in order
     assert lines[header + 2:header + 4] == ["| `batch` | `jobs` | - | watch [cluster]; get, list [ns] | - | - |",
                                             "| `*` | `pods` | - | - | get [cluster] | - |"]
-    # persona order, not the alphabet: platform-admin before ci
+    # persona order, not the alphabet: platform-admin before ci; a persona's roles by name
+    assert "| persona | ClusterRole | scope |" in text
     assert _section(text, "Roles bound to personas but not rendered") == [
-        "| platform-admin | `view` | [cluster] |", "| ci | `edit` | [ns] |"]
+        "| platform-admin | `view` | [cluster] |", "| ci | `edit` | [ns] |", "| ci | `view` | [cluster] |"]
     assert _section(text, "Who holds each persona") == [
         "| platform-admin | Group | `admins` |", "| ml-engineer | Group | `eng` |", "| ml-engineer | User | `zed` |",
-        "| analyst | Group | `oidc:readers` |", "| ci | ServiceAccount | `serviceaccount a/trainyard-ci` |"]
+        "| analyst | Group | `oidc:readers` |", "| ci | Group | `ci-readers` |",
+        "| ci | ServiceAccount | `serviceaccount a/trainyard-ci` |"]
     decided = _section(text, "Allowed or denied, in the team's own namespace and in another team's")
     assert "| `core/pods` | get | deny / deny | deny / deny | allow / allow | deny / deny |" in decided
     assert "| `batch/jobs` | get | deny / deny | allow / deny | deny / deny | deny / deny |" in decided
 
 
 def test_the_matrix_without_broad_grants_says_so_and_shows_only_bound_personas() -> None:
-    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "e", "v", "wj")]
+    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "e", "v", "cv", "wj")]
     text = access_matrix(_capture(objs))
     assert "\nNo persona is granted `*` or a built-in admin role.\n" in text and "WARNING" not in text
     assert "| API group | resource | ml-engineer |" in text
@@ -385,3 +388,11 @@ def test_the_matrix_without_broad_grants_says_so_and_shows_only_bound_personas()
     scopes = "Scopes: `[ns]` in each namespace of the holder's team (RoleBinding); `[cluster]` cluster-wide " \
              "(ClusterRoleBinding); `[own]` cluster-scoped, only the team's own objects by name (resourceNames)."
     assert scopes in text
+
+
+def test_a_persona_bound_only_to_a_role_not_rendered_has_a_column_and_a_persona_with_nothing_none() -> None:
+    """ci holds one built-in role and nothing rendered: its column and that one row are shown; analyst holds nothing."""
+    objs = [o for o in _matrix_objects() if o["metadata"]["name"] not in ("w", "v", "cv", "wj")]
+    text = access_matrix(_capture(objs))
+    assert "| API group | resource | ml-engineer | ci |" in text
+    assert _section(text, "Roles bound to personas but not rendered") == ["| ci | `edit` | [ns] |"]

@@ -43,6 +43,8 @@ REACHED_BY: list[tuple[Endpoint, int, str, bool]] = [
     (PROMETHEUS, 8081, "TCP", False), (PROMETHEUS, 8442, "TCP", False), (PROMETHEUS, 8080, "UDP", False),
     ("10.0.0.5", 8080, "TCP", False),  # metrics from the cluster's pods only, not from any address
     (PROMETHEUS, 443, "TCP", False),
+    # the webhook rule's peers are address blocks, which name addresses outside the cluster (networking/v1), not pods
+    (PROMETHEUS, 9443, "TCP", False),
 ]
 
 

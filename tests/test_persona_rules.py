@@ -255,9 +255,11 @@ def test_access_objects_are_the_components_children_on_the_clusters_provider_und
     replace the object (a binding deleted, then created again); the provider is the cluster's, never an ambient
     kubeconfig's."""
     capture = parts_of("onprem-lab")
-    access = [r for r in capture.resources if r.parent == "trainyard:platform:Access::access"]
+    access = [r for r in capture.resources
+              if r.inputs.get("kind") in ("ClusterRole", "ClusterRoleBinding", "RoleBinding")]
     assert [r.type for r in capture.resources if r.name == "access"] == ["trainyard:platform:Access"]
-    assert access and {r.provider for r in access} == {"pulumi:providers:kubernetes::k8s"}
+    assert access and {r.parent for r in access} == {"trainyard:platform:Access::access"}
+    assert {r.provider for r in access} == {"pulumi:providers:kubernetes::k8s"}
     for record in access:
         meta, kind = record.inputs["metadata"], record.inputs["kind"]
         persona = meta.get("labels", {}).get(PERSONA_LABEL, "")

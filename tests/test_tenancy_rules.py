@@ -29,6 +29,8 @@ from tests.netpol import Endpoint, Pod, connects
 from tests.parts import namespace_refs, parts_objects, parts_of, run_parts
 
 PSA = "pod-security.kubernetes.io"
+TENANCY_KINDS = {"Namespace": "v1", "ResourceQuota": "v1", "LimitRange": "v1", "ServiceAccount": "v1",
+                 "NetworkPolicy": "networking.k8s.io/v1"}
 MANAGED = "app.kubernetes.io/managed-by"
 DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
 
@@ -97,6 +99,18 @@ def test_in_a_models_namespace_the_team_reaches_every_pod_but_the_registry_datab
     assert not connects(policies, database, VISION, 8080)
     # elsewhere a pod with the database's labels is an ordinary team pod
     assert connects(policies, VISION_MODELS, _pod("vision", "vision", **DATABASE_PODS), 3306)
+
+
+def test_every_team_policy_is_a_valid_network_policy() -> None:
+    """The fields networking/v1 has, `podSelector` required, each port with its protocol: a misspelt field is pruned
+    by the API server (a policy without its selector, a port without its protocol) or refused."""
+    for policy in _policies("aws-prod"):
+        spec = policy["spec"]
+        assert "podSelector" in spec and set(spec) <= {"podSelector", "policyTypes", "ingress", "egress"}, spec
+        for rule in [*spec.get("ingress", []), *spec.get("egress", [])]:
+            assert set(rule) <= {"from", "to", "ports"}, rule
+            assert all(set(port) == {"protocol", "port"} and port["protocol"] in ("TCP", "UDP")
+                       for port in rule.get("ports", [])), rule
 
 
 def test_the_team_policies_are_default_deny_then_one_allow_per_reason() -> None:
@@ -233,6 +247,7 @@ def test_no_service_account_of_a_team_namespace_mounts_a_token() -> None:
         patch = next(r for r in capture.resources if r.type == "kubernetes:core/v1:ServiceAccountPatch"
                      and r.inputs["metadata"]["namespace"] == ns)
         assert patch.inputs["metadata"]["name"] == "default" and patch.inputs["automountServiceAccountToken"] is False
+        assert patch.inputs["apiVersion"] == "v1" and patch.inputs["kind"] == "ServiceAccount"
 
 
 def test_every_team_object_waits_for_its_namespace() -> None:
@@ -241,10 +256,10 @@ def test_every_team_object_waits_for_its_namespace() -> None:
     kinds = set()
     for record in capture.resources:
         ns = (record.inputs.get("metadata") or {}).get("namespace")
-        if ns and record.inputs.get("kind") != "RoleBinding":
+        if ns:  # the access component's RoleBindings too: they wait for the namespace Tenancy hands over
             assert namespaces[ns] in record.depends_on, record.name
             kinds.add(record.inputs.get("kind"))
-    assert kinds == {"ResourceQuota", "LimitRange", "NetworkPolicy", "ServiceAccount"}
+    assert kinds == {"ResourceQuota", "LimitRange", "NetworkPolicy", "ServiceAccount", "RoleBinding"}
     # and "guarded", the platform namespace of tests/parts_program.py
     assert set(namespaces) == {"guarded", *(ns for t in platform_of("onprem-lab").teams for ns in t.namespaces)}
 
@@ -254,9 +269,14 @@ def test_tenancy_objects_are_the_components_children_on_the_clusters_provider_un
     for a Namespace that deletes everything in it."""
     capture = parts_of("onprem-lab")
     assert [r.type for r in capture.resources if r.name == "tenancy"] == ["trainyard:platform:Tenancy"]
-    children = [r for r in capture.resources if r.parent == "trainyard:platform:Tenancy::tenancy"
-                and (r.inputs.get("metadata") or {}).get("namespace") != "guarded"]
-    assert children and {r.provider for r in children} == {"pulumi:providers:kubernetes::k8s"}
+    children = [r for r in capture.resources if r.inputs.get("kind") in TENANCY_KINDS
+                and "guarded" not in (r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace"))]
+    assert children and {r.parent for r in children} == {"trainyard:platform:Tenancy::tenancy"}
+    assert {r.provider for r in children} == {"pulumi:providers:kubernetes::k8s"}
+    # each kind at the version the API serves it at (core kinds: v1 only)
+    assert all(r.inputs["apiVersion"] == TENANCY_KINDS[r.inputs["kind"]] for r in children)
+    assert all(r.type == f"kubernetes:core/v1:{r.inputs['kind']}" for r in children
+               if r.inputs["kind"] not in ("NetworkPolicy", "ServiceAccount"))
     suffix = {"ResourceQuota": "quota", "LimitRange": "limits"}
     for record in children:
         meta, kind = record.inputs["metadata"], record.inputs["kind"]
