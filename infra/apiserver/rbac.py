@@ -112,16 +112,18 @@ class Identity:
     groups: tuple[str, ...]
 
 
-def _subject_matches(subject: dict[str, Any], identity: Identity) -> bool:
+def _subject_matches(subject: dict[str, Any], identity: Identity, namespace: str) -> bool:
     """k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac appliesToUser: a User by name, a Group by membership, a
-    ServiceAccount by its `system:serviceaccount:<namespace>:<name>` user name."""
+    ServiceAccount by its `system:serviceaccount:<namespace>:<name>` user name, its namespace defaulting to the
+    binding's (`namespace`: a RoleBinding's, empty for a ClusterRoleBinding, where a subject without one is no one)."""
     kind, name = subject.get("kind"), subject.get("name", "")
     if kind == "User":
         return bool(name == identity.user)
     if kind == "Group":
         return name in identity.groups
     if kind == "ServiceAccount":
-        return identity.user == f"system:serviceaccount:{subject.get('namespace', '')}:{name}"
+        account_namespace = subject.get("namespace") or namespace
+        return bool(account_namespace) and identity.user == f"system:serviceaccount:{account_namespace}:{name}"
     return False
 
 
@@ -163,7 +165,8 @@ class Authorizer:
             meta = binding.get("metadata", {})
             if binding["kind"] == "RoleBinding" and (not namespace or meta.get("namespace") != namespace):
                 continue
-            if not any(_subject_matches(s, identity) for s in binding.get("subjects") or []):
+            # a ClusterRoleBinding has no namespace (the API server drops one): its subjects get no default
+            if not any(_subject_matches(s, identity, meta.get("namespace", "")) for s in binding.get("subjects") or []):
                 continue
             if any(_rule_allows(rule, verb, group, resource) for rule in self._roles.get(_role_key(binding), [])):
                 return True
