@@ -163,13 +163,13 @@ def test_a_serving_budget_counts_beside_the_quotas_at_the_edge_and_names_the_bud
 
 
 def test_a_gpu_pool_no_queue_lists_is_stranded_unless_it_offers_no_gpu(lab: Platform) -> None:
-    """Pool t4 (8 GPUs, 0 at the minimum of an autoscaled pool that grows to 4) is listed by no queue; b lists it
-    with no guarantee: not stranded (b may borrow it)."""
-    pools = [_flavor("l40s", {GPU: 16}), _flavor("t4", {GPU: 8}), _flavor("a10", {GPU: 0}, max_capacity={GPU: 4}),
+    """Pools t4 (1 GPU) and a10 (0 at the minimum of an autoscaled pool that grows to 4) are listed by no queue,
+    nor is a pool of 0 GPUs; b lists them with no guarantee: not stranded (b may borrow them)."""
+    pools = [_flavor("l40s", {GPU: 16}), _flavor("t4", {GPU: 1}), _flavor("a10", {GPU: 0}, max_capacity={GPU: 4}),
              _flavor("empty", {GPU: 0}), _flavor("cpu", {"cpu": 8}, gpus=())]
     alone = [_queue("a", _entry("l40s", {GPU: 16}))]
     assert [(f.subject, f.severity, f.message) for f in pool_fit_findings(_platform(lab, pools, alone))] == [
-        ("flavor t4", "warning", "8 nvidia.com/gpu stranded: no team queue lists this pool; give a team a quota on it"),
+        ("flavor t4", "warning", "1 nvidia.com/gpu stranded: no team queue lists this pool; give a team a quota on it"),
         ("flavor a10", "warning", "4 nvidia.com/gpu stranded: no team queue lists this pool; give a team a quota on "
                                   "it")]
     listed = [*alone, _queue("b", _entry("t4", {GPU: 0}), _entry("a10", {GPU: 0}))]
@@ -236,7 +236,9 @@ def _pod(*tolerations: Mapping[str, str], selector: Mapping[str, str] | None = N
          requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None,
          init: bool = False) -> dict[str, Any]:
     container = {"name": "c", "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})}}
-    pod: dict[str, Any] = {"tolerations": [dict(t) for t in tolerations], "nodeSelector": dict(selector or {})}
+    pod: dict[str, Any] = {"tolerations": [dict(t) for t in tolerations]}
+    if selector is not None:  # most runtimes' pods set no node selector at all
+        pod["nodeSelector"] = dict(selector)
     pod["initContainers" if init else "containers"] = [container]
     return pod
 
@@ -307,9 +309,13 @@ def test_a_resource_no_queue_covers_is_refused_and_one_some_queues_miss_is_warne
 
 
 def test_an_excluded_resource_prefix_is_never_reported_and_no_queue_means_no_finding(lab: Platform) -> None:
-    runtimes = [_runtime("rdma", _pod(requests={RDMA: "1", "cpu": "1"}))]
-    assert _covered(lab, runtimes, ("cpu",), exclude=("rdma/",)) == []
-    assert len(_covered(lab, runtimes, ("cpu",), exclude=("rdma/x",))) == 1
+    """The excluded resource sorts before the uncovered one, which is still reported."""
+    runtimes = [_runtime("rdma", _pod(requests={RDMA: "1", "cpu": "1", "vendor.io/x": "1"}))]
+    uncovered = ("[error] capacity: runtime rdma: requests {}, which no ClusterQueue covers: Kueue would never admit "
+                 "its jobs; add a pool that offers it or drop the runtime from trainer.runtimes")
+    assert _covered(lab, runtimes, ("cpu",), exclude=("rdma/",)) == [uncovered.format("vendor.io/x")]
+    both = [uncovered.format(r) for r in (RDMA, "vendor.io/x")]
+    assert _covered(lab, runtimes, ("cpu",), exclude=("rdma/x",)) == both
     assert _covered(lab, runtimes) == []
 
 
