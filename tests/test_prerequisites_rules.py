@@ -174,7 +174,10 @@ def test_storage_needs_its_drivers_snapshots_and_bucket_claims_only_when_it_has_
     assert needs["volume-snapshots"] == ("storage (VolumeSnapshotClasses rbd-velero, cephfs-velero) and Velero's "
                                          "CSI backups")
     assert needs["crd:objectbucket.io"] == "storage (ObjectBucketClaims for the team and backup buckets)"
-    assert needs["csi:rook-ceph.rbd.csi.ceph.com"].startswith("storage (StorageClass ")
+    # the rook-ceph profile: block volumes on RBD, the shared file systems on CephFS
+    assert needs["csi:rook-ceph.rbd.csi.ceph.com"] == "storage (StorageClass block)"
+    assert needs["csi:rook-ceph.cephfs.csi.ceph.com"] == ("storage (StorageClass datasets); storage (StorageClass "
+                                                          "checkpoints); storage (StorageClass scratch)")
     bare = dataclasses.replace(lab.storage, classes=(), snapshot_classes=(), bucket_class=None)
     assert not [c for c in _needs(lab, storage=bare) if c.startswith(("csi:", "crd:")) or c == "volume-snapshots"]
     gcp = _needs(stacks["gcp-prod"])

@@ -29,8 +29,10 @@ def test_a_key_whose_last_word_or_last_two_words_name_a_secret_is_secret_like(ke
 
 
 @pytest.mark.parametrize("key", ["secretName", "tokenTtl", "key", "publicKey", "monkey", "passwords", "keyApi",
-                                 "password:name", "", "trainyard:", "::", "-", "accessKeyId"])
+                                 "password:name", "", "trainyard:", "password:", "access:key", "a:access:key", "::",
+                                 "-", "accessKeyId"])
 def test_a_key_that_only_contains_such_a_word_is_not(key: str) -> None:
+    """Only the key's name counts, not its namespace (what comes before its last colon)."""
     assert not secret_like(key)
 
 
@@ -45,6 +47,8 @@ def test_a_secret_like_top_level_key_is_refused_unless_it_is_secure() -> None:
     assert plaintext_secret_paths({"trainyard:apiToken": "abc", "trainyard:name": "abc"}) == [
         ("trainyard:apiToken", TOP.format("trainyard:apiToken"))]
     assert plaintext_secret_paths({"trainyard:apiToken": {"secure": "AAE"}}) == []
+    assert plaintext_secret_paths({"a:apiToken": {"secure": "AAE"}, "b:apiToken": "abc"}) == [
+        ("b:apiToken", TOP.format("b:apiToken"))]
     assert plaintext_secrets({"trainyard:apiToken": ""}) == [
         f"'trainyard:apiToken' {TOP.format('trainyard:apiToken')}"]
 
