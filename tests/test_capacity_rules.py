@@ -146,6 +146,17 @@ def test_every_resource_of_the_pool_is_held_to_its_own_allocatable_and_memory_is
         "kubelet and the platform's DaemonSets keep): lower a team quota or add nodes"]
 
 
+def test_memory_the_kubelet_keeps_is_told_in_gi_too(lab: Platform) -> None:
+    pool = _flavor("cpu", {"cpu": 64, "memory": 256 * GI}, allocatable={"cpu": 64, "memory": 250 * GI}, gpus=())
+
+    def lines(memory: int) -> list[str]:
+        return _lines(pool_fit_findings(_platform(lab, [pool], [_queue("a", _entry("cpu", {"memory": memory}))])))
+    assert lines(250 * GI) == []
+    assert lines(251 * GI) == [
+        "[error] capacity: flavor cpu: teams guarantee 251Gi memory but the pool offers 250Gi allocatable (256Gi less "
+        "what the kubelet and the platform's DaemonSets keep): lower a team quota or add nodes"]
+
+
 def test_a_serving_budget_counts_beside_the_quotas_at_the_edge_and_names_the_budgets_team(lab: Platform) -> None:
     """Pool cpu is vision's serving pool in onprem-lab: 14 guaranteed + 2 served fit 16 GPUs, 3 served do not; an
     over-guaranteed pool with a budget is told once, as the budget's finding."""
@@ -162,16 +173,28 @@ def test_a_serving_budget_counts_beside_the_quotas_at_the_edge_and_names_the_bud
     assert lines(17, 1) == [past.replace("(14)", "(17)").replace("(3) ask 17", "(1) ask 18")]
 
 
+def test_a_memory_budget_is_told_in_gi_at_every_figure(lab: Platform) -> None:
+    pool = _flavor("cpu", {"memory": 256 * GI}, gpus=())
+
+    def lines(served: int) -> list[str]:
+        queues = [_queue("a", _entry("cpu", {"memory": 250 * GI}))]
+        return _lines(pool_fit_findings(_platform(lab, [pool], queues, serving={"cpu": {"memory": served}})))
+    assert lines(6 * GI) == []
+    assert lines(8 * GI) == [
+        "[error] capacity: teams.vision.serving: on pool cpu, the teams' Kueue quotas (250Gi) plus the serving budgets "
+        "(8Gi) ask 258Gi memory but the pool offers 256Gi: lower a serving budget or a team quota, or add nodes"]
+
+
 def test_a_gpu_pool_no_queue_lists_is_stranded_unless_it_offers_no_gpu(lab: Platform) -> None:
     """Pools t4 (1 GPU) and a10 (0 at the minimum of an autoscaled pool that grows to 4) are listed by no queue,
     nor is a pool of 0 GPUs; b lists them with no guarantee: not stranded (b may borrow them)."""
     pools = [_flavor("l40s", {GPU: 16}), _flavor("t4", {GPU: 1}), _flavor("a10", {GPU: 0}, max_capacity={GPU: 4}),
              _flavor("empty", {GPU: 0}), _flavor("cpu", {"cpu": 8}, gpus=())]
     alone = [_queue("a", _entry("l40s", {GPU: 16}))]
-    assert [(f.subject, f.severity, f.message) for f in pool_fit_findings(_platform(lab, pools, alone))] == [
-        ("flavor t4", "warning", "1 nvidia.com/gpu stranded: no team queue lists this pool; give a team a quota on it"),
-        ("flavor a10", "warning", "4 nvidia.com/gpu stranded: no team queue lists this pool; give a team a quota on "
-                                  "it")]
+    stranded = ("[warning] capacity: flavor {}: {} nvidia.com/gpu stranded: no team queue lists this pool; give a "
+                "team a quota on it")
+    assert _lines(pool_fit_findings(_platform(lab, pools, alone))) == [stranded.format("t4", 1),
+                                                                       stranded.format("a10", 4)]
     listed = [*alone, _queue("b", _entry("t4", {GPU: 0}), _entry("a10", {GPU: 0}))]
     assert pool_fit_findings(_platform(lab, pools, listed)) == []
 
@@ -249,9 +272,10 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 def _tainted(lab: Platform, taints: Sequence[Mapping[str, str]], runtimes: Sequence[Mapping[str, Any]],
              gpus: int = 8) -> list[str]:
-    queues = [_queue("a", _entry("l40s", {GPU: gpus, "cpu": 0}))]
-    pool = _flavor("l40s", {GPU: 16, "cpu": 8}, taints=taints)
-    return _lines(toleration_findings(_platform(lab, [pool], queues, runtimes=runtimes)))
+    """Team a holds `gpus` on the tainted l40s, after an entry with no guarantee on an untainted pool."""
+    queues = [_queue("a", _entry("t4", {GPU: 0, "cpu": 0}), _entry("l40s", {GPU: gpus, "cpu": 0}))]
+    pools = [_flavor("t4", {GPU: 4, "cpu": 8}), _flavor("l40s", {GPU: 16, "cpu": 8}, taints=taints)]
+    return _lines(toleration_findings(_platform(lab, pools, queues, runtimes=runtimes)))
 
 
 def test_a_quota_on_a_pool_whose_taint_no_runtime_tolerates_is_refused_per_admitting_effect(lab: Platform) -> None:
