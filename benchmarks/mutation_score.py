@@ -44,11 +44,10 @@ GUARDED: dict[str, tuple[str, ...]] = {
     "infra/apiserver/rbac.py": ("test_access_model_rules.py", "test_rbac.py", "test_guards_access.py"),
     "infra/platform/tenancy.py": ("test_tenancy_rules.py", "test_attacks.py"),
     "infra/platform/network.py": ("test_network_rules.py", "test_tenancy_rules.py"),
-    "infra/spec/queues/capacity.py": ("test_kueue_capacity.py", "test_kueue.py", "test_reach.py", "test_hybrid.py",
-                                      "test_serving_capacity.py"),
+    "infra/spec/queues/capacity.py": ("test_capacity_rules.py", "test_kueue_capacity.py", "test_serving_capacity.py"),
     "infra/spec/queues/borrowing.py": ("test_borrowing_rules.py", "test_kueue_capacity.py", "test_kueue.py",
                                        "test_reach.py"),
-    "infra/spec/prerequisites.py": ("test_prerequisites.py", "test_guards_admission.py"),
+    "infra/spec/prerequisites.py": ("test_prerequisites_rules.py", "test_prerequisites.py", "test_guards_admission.py"),
     "infra/apiserver/webhooks/*": ("test_apiserver_webhooks.py", "test_apiserver_jobset.py", "test_apiserver_tas.py",
                                    "test_apiserver_torchtune.py", "test_apiserver_trainer.py",
                                    "test_apiserver_workload.py", "test_guards_webhooks.py",
@@ -57,7 +56,7 @@ GUARDED: dict[str, tuple[str, ...]] = {
                                    "test_webhooks_jobset_trainer_rules.py", "test_webhooks_sparse_objects.py"),
     "infra/review/risks.py": ("test_risks.py", "test_guards_risks.py"),
     "infra/checks/hybrid.py": ("test_hybrid.py", "test_hybrid_data.py", "test_guards_rules.py", "test_hybrid_rules.py"),
-    "infra/spec/input/secrets.py": ("test_guards_rules.py", "test_policies.py", "test_bad_input.py"),
+    "infra/spec/input/secrets.py": ("test_secrets_rules.py", "test_guards_rules.py", "test_policies.py"),
 }
 # What the tests read besides infra/ and tests/ (mutmut copies these into its mutants/ tree).
 ALSO_COPY = ["policies", "stacks", "runtimes", "examples", "docs", "scripts", "benchmarks", ".charts", "Pulumi.yaml",
