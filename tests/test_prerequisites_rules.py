@@ -36,9 +36,8 @@ AUDIT_FIX = ("run the API server with --audit-policy-file (docs/audit-policy.yam
 LINK_FIX = ("a worker's only private path to the site is its `link`, provided once its cloud side is declared: set "
             "clusters.<worker>.link.attachment (the VPN connection or interconnect attachment, routed to `from`, the "
             "worker's API endpoint admitting `from` on 443) and use that network (or public, over https)")
-ISSUER_FIX = ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (EKS: the "
-              "cluster's OIDC issuer output; AKS: oidcIssuerProfile.issuerUrl; an existing cluster: its API server's "
-              "--service-account-issuer)")
+ISSUER_FIX = ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (an existing "
+              "cluster: its API server's --service-account-issuer)")
 SITE_FIX = "arrange it at the site and list `{}` under frontDoor.provides"
 EXISTING_FIX = "install it on the cluster and list `{}` under cluster.existing.provides"
 LAYER_FIX = "the {} cluster layer does not provide it: use a cluster kind that does"
@@ -312,18 +311,26 @@ def test_cluster_login_provides_group_claims(stacks: dict[str, Platform]) -> Non
         "cluster", "Google Groups for RBAC (gke-security-groups@example.com)")
 
 
-def test_the_service_account_issuer_is_provided_by_declaration_a_laptop_or_gke_only(
+def test_the_service_account_issuer_is_provided_by_declaration_a_laptop_or_the_cluster_created(
         stacks: dict[str, Platform]) -> None:
-    """Listing it under cluster.existing.provides provides nothing: the gateway needs the issuer itself."""
-    assert _provided(stacks["aws-prod"])[SA_ISSUER] == Provision("site", "declared in frontDoor.serviceAccountIssuer")
+    """Listing it under cluster.existing.provides provides nothing: the gateway needs the issuer itself. A cluster
+    the stack creates reports its own (EKS, AKS: an output; GKE: derived); an existing one needs a declaration."""
+    assert _provided(stacks["aws-prod"])[SA_ISSUER] == Provision("cluster", CLOUDS["eks"].service_account_issuer)
+    assert _provided(stacks["azure-prod"])[SA_ISSUER] == Provision("cluster", CLOUDS["aks"].service_account_issuer)
     assert _provided(stacks["local"])[SA_ISSUER] == Provision(
         "cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
     assert _provided(stacks["gcp-prod"])[SA_ISSUER] == Provision(
         "cluster", "GKE's issuer of the cluster (container.googleapis.com)")
-    for stack in ("aws-prod", "onprem-lab", "azure-prod"):
+    lab_door = stacks["onprem-lab"].spec.front_door
+    assert lab_door is not None and lab_door.service_account_issuer is not None
+    assert _provided(stacks["onprem-lab"])[SA_ISSUER] == Provision("site", "declared in frontDoor.serviceAccountIssuer")
+    for stack in ("aws-prod", "azure-prod"):  # a declaration wins over the cluster's output
         platform = stacks[stack]
-        door = _with(platform.spec.front_door, service_account_issuer=None)
-        assert SA_ISSUER not in _provided(platform, _spec(platform, front_door=door)), stack
+        door = _with(platform.spec.front_door, service_account_issuer=lab_door.service_account_issuer)
+        assert _provided(platform, _spec(platform, front_door=door))[SA_ISSUER].by == "site", stack
+    platform = stacks["onprem-lab"]
+    door = _with(platform.spec.front_door, service_account_issuer=None)
+    assert SA_ISSUER not in _provided(platform, _spec(platform, front_door=door))
     lab = stacks["onprem-lab"]
     existing = lab.spec.cluster.existing
     assert existing is not None
