@@ -15,7 +15,7 @@ from infra.checks.prerequisites import check_needs_cover_objects, check_prerequi
 from infra.commands import main
 from infra.offline.engine import Capture, Registration
 from infra.spec import SpecError, validate
-from infra.spec.prerequisites import Need
+from infra.spec.prerequisites import Need, Provision
 from tests.conftest import STACKS, platform_of, raw_platform, write_stack
 
 pytestmark = pytest.mark.usefixtures("repo_runs")  # a command run on an unchanged repository stack: the session's run
@@ -123,6 +123,30 @@ def test_only_a_store_reached_at_private_addresses_needs_the_site_s_endpoint(sta
     raw.pop("pipelines", None)
     if platform.storage.profile in ("gcp", "azure"):
         assert "private-store-endpoint" not in {n.capability for n in validate(raw, stack).prerequisites.needs}
+
+
+GCS_ZONE = ("a Cloud DNS private zone googleapis.com on the cluster's VPC, *.googleapis.com CNAME "
+            "private.googleapis.com (199.36.153.8/30)")
+
+
+def test_the_private_store_need_names_what_to_create_and_the_site_provides_it() -> None:
+    """What the site keeps is named in the need whatever the cluster kind (an existing cluster on GCS too), and only
+    `egress.provides` provides it: the site, not the cluster."""
+    gcp = platform_of("gcp-prod").prerequisites
+    assert {n.capability: n.who for n in gcp.needs}["private-store-endpoint"] == \
+        f"team egress (team pods reach the teams' buckets only at egress.objectStore: {GCS_ZONE})"
+    assert gcp.provided["private-store-endpoint"] == Provision("site", "declared in egress.provides")
+    raw = raw_platform("onprem-lab")
+    raw["storage"] = {"profile": "gcp", "region": "us-central1"}
+    raw["egress"]["objectStore"] = [{"cidr": "199.36.153.8/30", "ports": [443]}]
+    lab = validate(raw, "onprem-lab").prerequisites
+    (need,) = [n for n in lab.unmet() if n.capability == "private-store-endpoint"]
+    assert lab.finding_line(need) == (f"needed by team egress (team pods reach the teams' buckets only at "
+                                      f"egress.objectStore: {GCS_ZONE}); nothing provides it on this existing "
+                                      "cluster: create what the need names, at the site, and list "
+                                      "`private-store-endpoint` under egress.provides")
+    raw["egress"]["provides"] = ["private-store-endpoint"]
+    assert "private-store-endpoint" not in {n.capability for n in validate(raw, "onprem-lab").prerequisites.unmet()}
 
 
 def test_egress_provides_only_what_the_site_keeps_for_egress() -> None:

@@ -66,10 +66,6 @@ PRIVATE_STORE = "private-store-endpoint"
 # Host names under .localhost resolve to the machine itself (RFC 6761): a laptop's front door needs no record.
 LOCALHOST_SUFFIX = ".localhost"
 
-# cluster kind -> what its site keeps for the private store endpoint (the fix names it)
-CLOUD_PRIVATE_ENDPOINTS = {kind: facts.storage.private_endpoint for kind, facts in CLOUDS.items()
-                           if facts.storage is not None and facts.storage.private_endpoint is not None}
-
 # What observability.managedPrometheus needs where the cloud asks no more than the remote write's identity.
 MANAGED_PROMETHEUS_NEED = "observability (Prometheus' remote write to the managed Prometheus)"
 
@@ -100,8 +96,7 @@ def fix(kind: str, capability: str) -> str:
     if capability in FRONT_DOOR_SITE_NEEDS:
         return f"arrange it at the site and list `{capability}` under frontDoor.provides"
     if capability == PRIVATE_STORE:
-        return (f"keep {CLOUD_PRIVATE_ENDPOINTS.get(kind, 'the store reachable at egress.objectStore')} and list "
-                f"`{PRIVATE_STORE}` under egress.provides")
+        return f"create what the need names, at the site, and list `{PRIVATE_STORE}` under egress.provides"
     if capability == SA_ISSUER:
         return ("declare frontDoor.serviceAccountIssuer: {issuer: <the cluster's service-account issuer>} (an existing "
                 "cluster: its API server's --service-account-issuer)")
@@ -189,7 +184,8 @@ def derive_needs(spec: Any, storage: Any) -> tuple[Need, ...]:
     needs += front_door_needs(spec)
     store = CLOUD_STORAGE.get(storage.profile)
     if spec.teams and store is not None and store.private_endpoint is not None:
-        needs.append(Need(PRIVATE_STORE, "team egress (team pods reach the teams' buckets only at egress.objectStore)"))
+        needs.append(Need(PRIVATE_STORE, f"team egress (team pods reach the teams' buckets only at egress.objectStore: "
+                                         f"{store.private_endpoint})"))
     if spec.observability.managed_prometheus:
         needs.append(Need("workload-identity",
                           CLOUDS[spec.cluster.kind].managed_prometheus_need or MANAGED_PROMETHEUS_NEED))
