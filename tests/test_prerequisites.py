@@ -146,7 +146,9 @@ def test_the_private_store_need_names_what_to_create_and_the_site_provides_it() 
                                       "cluster: create what the need names, at the site, and list "
                                       "`private-store-endpoint` under egress.provides")
     raw["egress"]["provides"] = ["private-store-endpoint"]
-    assert "private-store-endpoint" not in {n.capability for n in validate(raw, "onprem-lab").prerequisites.unmet()}
+    provided = validate(raw, "onprem-lab").prerequisites
+    assert "private-store-endpoint" not in {n.capability for n in provided.unmet()}
+    assert provided.provided["private-store-endpoint"] == Provision("site", "declared in egress.provides")
 
 
 def test_egress_provides_only_what_the_site_keeps_for_egress() -> None:
