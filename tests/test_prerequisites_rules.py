@@ -315,8 +315,10 @@ def test_the_service_account_issuer_is_provided_by_declaration_a_laptop_or_the_c
         stacks: dict[str, Platform]) -> None:
     """Listing it under cluster.existing.provides provides nothing: the gateway needs the issuer itself. A cluster
     the stack creates reports its own (EKS, AKS: an output; GKE: derived); an existing one needs a declaration."""
-    assert _provided(stacks["aws-prod"])[SA_ISSUER] == Provision("cluster", CLOUDS["eks"].service_account_issuer)
-    assert _provided(stacks["azure-prod"])[SA_ISSUER] == Provision("cluster", CLOUDS["aks"].service_account_issuer)
+    for stack, kind in (("aws-prod", "eks"), ("azure-prod", "aks")):
+        reported = CLOUDS[kind].service_account_issuer
+        assert reported is not None
+        assert _provided(stacks[stack])[SA_ISSUER] == Provision("cluster", reported)
     assert _provided(stacks["local"])[SA_ISSUER] == Provision(
         "cluster", "kind's in-cluster issuer, read through the cluster-jwks-proxy")
     assert _provided(stacks["gcp-prod"])[SA_ISSUER] == Provision(
