@@ -73,6 +73,16 @@ API_SERVER = Flow("api-server", "Egress", ANYWHERE, API_SERVER_PORTS,
                   "controllers watch and write objects through the API server")
 
 
+def dns_egress() -> dict[str, Any]:
+    """The egress rule to the cluster DNS, UDP and TCP, for a policy of its own pods."""
+    return {"to": DNS.peers, "ports": [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]}
+
+
+def api_server_egress() -> dict[str, Any]:
+    """The egress rule to the API server, on its ports (its addresses are not known at plan time)."""
+    return {"to": API_SERVER.peers, "ports": tcp(API_SERVER.ports)}
+
+
 def webhooks(port: int, what: str) -> Flow:
     return Flow("webhooks", "Ingress", ANYWHERE, (port,), f"the API server calls {what}")
 

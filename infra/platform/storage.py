@@ -29,7 +29,7 @@ import pulumi_kubernetes as k8s
 from infra.kit.contract import ClusterContract
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, RBAC_API, RBAC_GROUP, child_opts, kube_object, metadata, policy_rule
-from infra.platform.network import API_SERVER, DNS, tcp
+from infra.platform.network import api_server_egress, dns_egress
 from infra.spec import Platform
 from infra.spec.hybrid.burst_data import pull_secrets
 from infra.spec.storage.keys import KEYS as CLAIM_KEYS
@@ -201,8 +201,7 @@ def first_key_copy(cron: dict[str, Any]) -> dict[str, Any]:
 def key_copier_egress() -> dict[str, Any]:
     """The copier's pods reach DNS and the API server, nothing else."""
     return {"podSelector": {"matchLabels": {"app": KEYS_ACCOUNT}}, "policyTypes": ["Egress"], "egress": [
-        {"to": DNS.peers, "ports": [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]},
-        {"to": API_SERVER.peers, "ports": tcp(API_SERVER.ports)}]}
+        dns_egress(), api_server_egress()]}
 
 
 def earlier_place(target: KeyTarget, secret: str, stack: str, project: str) -> pulumi.Alias:

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from infra.kit.naming import named
 from infra.kit.objects import NETWORKING_API, child_opts, kube_object, metadata, psa_labels
 from infra.platform.models.registry_patches import DATABASE_PODS, registry_requests
-from infra.platform.network import team_egress
+from infra.platform.network import dns_egress, team_egress
 from infra.platform.trainer import NAMESPACE as TRAINER_NAMESPACE
 from infra.platform.trainer import TRAINER_STATUS_PORT
 from infra.spec import Platform, TeamFacts
@@ -142,11 +142,7 @@ def network_policies(team_name: str, outside: dict[str, Any], models: bool = Fal
         "allow-dns": {
             "podSelector": {},
             "policyTypes": ["Egress"],
-            "egress": [{
-                "to": [{**_namespace_peer("kube-system"),
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
-            }],
+            "egress": [dns_egress()],
         },
         # Distributed training: rendezvous, NCCL and MPI traffic between the pods of a team's jobs, across
         # the team's namespaces (the team label is set by Trainyard; tenants cannot relabel namespaces).

@@ -37,6 +37,7 @@ from infra.components import MONITORING
 from infra.kit.objects import NETWORKING_API
 from infra.platform.dashboards import DATASOURCE
 from infra.platform.frontdoor import GRAFANA_POD_LABELS, PROMETHEUS_PEER
+from infra.platform.network import dns_egress, tcp
 from infra.spec import Platform
 from infra.vocabulary import NAME_LABEL
 
@@ -53,8 +54,6 @@ EGRESS_POLICY = "allow-team-datasources-to-prometheus"
 PROXY_PODS = {"matchLabels": {"app.kubernetes.io/name": APP}}
 GRAFANA_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: MONITORING.namespace}},
                 "podSelector": {"matchLabels": GRAFANA_POD_LABELS}}
-DNS_PEER = {"namespaceSelector": {"matchLabels": {NAME_LABEL: "kube-system"}},
-            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
 
 
 def proxy_name(team: str) -> str:
@@ -97,16 +96,14 @@ def _pod(queue: str) -> dict[str, Any]:
 
 
 def _policies() -> list[tuple[str, str, str, str, dict[str, Any]]]:
-    tcp = [{"protocol": "TCP", "port": PORT}]
-    dns = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     return [
         (f"networkpolicy-{INGRESS_POLICY}", NETWORKING_API, "NetworkPolicy", INGRESS_POLICY, {"spec": {
             "podSelector": PROXY_PODS, "policyTypes": ["Ingress"],
-            "ingress": [{"from": [GRAFANA_PEER], "ports": tcp}]}}),
+            "ingress": [{"from": [GRAFANA_PEER], "ports": tcp([PORT])}]}}),
         (f"networkpolicy-{EGRESS_POLICY}", NETWORKING_API, "NetworkPolicy", EGRESS_POLICY, {"spec": {
             "podSelector": PROXY_PODS, "policyTypes": ["Egress"],
-            "egress": [{"to": [PROMETHEUS_PEER], "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}]},
-                       {"to": [DNS_PEER], "ports": dns}]}}),
+            "egress": [{"to": [PROMETHEUS_PEER], "ports": tcp([PROMETHEUS_PORT])},
+                       dns_egress()]}}),
     ]
 
 

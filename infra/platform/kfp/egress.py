@@ -39,7 +39,7 @@ from typing import Any
 
 from infra.components import ISTIO
 from infra.platform.kfp.patches import API_PORTS, METADATA_PORT, SEAWEEDFS_PORT
-from infra.platform.network import API_SERVER, DNS
+from infra.platform.network import api_server_egress, dns_egress, tcp
 from infra.spec.pipelines.model import PipelinesFacts
 from infra.vocabulary import NAME_LABEL
 
@@ -98,17 +98,16 @@ def _calls(facts: PipelinesFacts) -> dict[str, Calls]:
 
 def _rule(peer: Any, ports: tuple[int, ...]) -> dict[str, Any]:
     if peer == KUBE_API:
-        return {"to": API_SERVER.peers, "ports": [{"protocol": "TCP", "port": p} for p in API_SERVER.ports]}
+        return api_server_egress()
     rule: dict[str, Any] = {"to": [peer]}
     if ports:
-        rule["ports"] = [{"protocol": "TCP", "port": p} for p in ports]
+        rule["ports"] = tcp(ports)
     return rule
 
 
 def base_policy() -> dict[str, Any]:
     """Every Pipelines pod: egress denied but DNS, and istiod for those with a sidecar."""
-    dns = {"to": DNS.peers, "ports": [{"protocol": proto, "port": 53} for proto in ("UDP", "TCP")]}
-    return {"podSelector": {"matchLabels": dict(PIPELINES_PODS)}, "policyTypes": ["Egress"], "egress": [dns]}
+    return {"podSelector": {"matchLabels": dict(PIPELINES_PODS)}, "policyTypes": ["Egress"], "egress": [dns_egress()]}
 
 
 def mesh_policy() -> dict[str, Any]:

@@ -44,8 +44,9 @@ from infra.kit.objects import (
     namespace,
     policy_rule,
 )
-from infra.platform.backup import API, NAMESPACE, RESTORE_NAME, RESTORE_STEPS, cron_job
+from infra.platform.backup import API, NAMESPACE, RESTORE_NAME, RESTORE_STEPS
 from infra.platform.kfp.patches import JOURNAL_CLAIM, JOURNAL_LABEL, JOURNAL_VOLUME, MYSQL_CONTAINER, MYSQL_IMAGE
+from infra.platform.storage import cron_job
 from infra.spec import Platform
 from infra.spec.backup import DRILL_PREFIX
 from infra.spec.storage.model import SCRATCH
