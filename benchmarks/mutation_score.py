@@ -22,6 +22,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from benchmarks.mutation_judging import judgments, verdicts
 from infra.offline.chartcache import VENDORED as VENDORED_CHARTS
 from infra.offline.chartcache import VENDORED_ENV as CHARTS_ENV
 from infra.offline.manifestcache import VENDORED_ENV as MANIFESTS_ENV
@@ -129,9 +130,12 @@ def results(module: str) -> dict[str, str]:
 
 
 def score(modules: list[str]) -> int:
-    """Killed (a timeout counts: the mutant hung the tests) over every mutant tried, per module."""
-    below = 0
-    print(f"{'module':38} {'mutants':>7} {'killed':>7} {'survived':>8} {'no tests':>8} {'score':>6}")
+    """Killed (a timeout counts: the mutant hung the tests) over every mutant tried, per module, and each survivor
+    with its judgment (benchmarks/mutation_judging.py). Fails when a module is below the goal, a survivor is not
+    judged, or a judgment is stale."""
+    failing = 0
+    known = judgments()
+    print(f"{'module':38} {'mutants':>7} {'killed':>7} {'survived':>8} {'judged':>7} {'score':>6}")
     for module in modules:
         statuses = results(module)
         if not statuses:
@@ -141,12 +145,15 @@ def score(modules: list[str]) -> int:
         tried = len(statuses) - counts["not checked"] - counts["skipped"]
         killed = counts["killed"] + counts["timeout"]
         ratio = killed / tried if tried else 0.0
-        below += ratio < GOAL
-        print(f"{module:38} {tried:7} {killed:7} {counts['survived']:8} {counts['no tests']:8} {ratio:6.1%}")
-        for name, status in sorted(statuses.items()):
-            if status in ("survived", "no tests", "suspicious"):
-                print(f"    {status}: {name}")
-    return 1 if below else 0
+        survivors = sorted(name for name, status in statuses.items() if status in ("survived", "no tests", "suspicious"))
+        found = verdicts(survivors, folder(module) / "mutants", folder(module).name + ".", known)
+        failing += ratio < GOAL or bool(found.unjudged) or bool(found.stale)
+        print(f"{module:38} {tried:7} {killed:7} {len(survivors):8} {len(found.judged):7} {ratio:6.1%}")
+        for name, line in found.unjudged.items():
+            print(f"    {statuses[name]}, not judged: {name}: {line}")
+        for name, problem in found.stale.items():
+            print(f"    stale judgment: {name}: {problem}")
+    return 1 if failing else 0
 
 
 def main(argv: list[str]) -> int:
