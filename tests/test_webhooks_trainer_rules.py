@@ -15,7 +15,6 @@ from infra.apiserver.webhooks.trainer_v2_2 import runtime, torchtune_model, trai
 from infra.spec import runtimes as rt
 from tests.kueue_cluster import MANAGED
 
-
 STATE = ClusterState(MANAGED)
 
 
