@@ -15,7 +15,6 @@ from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks.jobset_v0_12 import exclusive_placement, jobset
 from tests.kueue_cluster import MANAGED
 
-
 STATE = ClusterState(MANAGED)
 MAX_INT32 = 2**31 - 1
 
@@ -220,3 +219,125 @@ def test_a_coordinator_on_a_job_without_replicas_or_template_fields() -> None:
     assert lines(jobset(_jobset({"name": "w", "template": {}}, coordinator={"replicatedJob": "w"}), STATE)) == [
         "spec.coordinator: job for coordinator pod must be indexed completion mode, and completions number must be "
         "set"]
+
+
+# --- exact texts and absent optional fields (jobset_webhook.go ValidateCreate, pod_webhook.go ValidateCreate) -------
+
+DNS1035 = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+           "character, and end with an alphanumeric character")
+DNS1123 = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+           "start and end with an alphanumeric character")
+
+
+def _grouped(group: str) -> dict[str, Any]:
+    job = _job("w")
+    job["groupName"] = group
+    return _jobset(job)
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    (_jobset(network={"subdomain": "s" * 64}),
+     ["spec.network.subdomain: .spec.network.subdomain is too long, must be less than 63 characters"]),
+    (_jobset(network={"subdomain": "1train"}), [f"spec.network.subdomain: {DNS1035}"]),
+    (_jobset(network={"subdomain": "S" * 64}), [f"spec.network.subdomain: {DNS1123}", "spec.network.subdomain: "
+                                                ".spec.network.subdomain is too long, must be less than 63 characters",
+                                                f"spec.network.subdomain: {DNS1035}"]),
+    (_grouped("g" * 64), ["spec.replicatedJobs[0].groupName: .spec.replicatedJob[].groupName is too long, must be "
+                          "less than 63 characters"]),
+    (_grouped("1g"), [f"spec.replicatedJobs[0].groupName: {DNS1035}"]),
+    (_jobset(managedBy="kueue"), ['spec.managedBy: must be a domain-prefixed path (such as "acme.io/foo")'])])
+def test_subdomain_group_name_and_manager_refusals_say_what_upstream_says(obj: dict[str, Any],
+                                                                          expected: list[str]) -> None:
+    """IsDNS1123Subdomain's problems as they are; IsDNS1035Label's with the length one replaced by the webhook's
+    subdomainTooLongErrMsg or groupNameTooLongErrorMsg; IsDomainPrefixedPath's for managedBy."""
+    assert lines(jobset(obj, STATE)) == expected
+
+
+def test_replicas_default_to_one() -> None:
+    """The CRD defaults replicas to 1: the longest job name is `<jobset>-<job>-0` and the product is parallelism."""
+    unreplicated = {"name": "W", "template": {"spec": {}}}
+    assert lines(jobset(_jobset(unreplicated), STATE)) == [f"spec.replicatedJobs[0].name: 'js-W-0': {DNS1035}"]
+    assert jobset(_jobset({"name": "w", "template": {"spec": {"parallelism": MAX_INT32}}}), STATE) == []
+
+
+def test_a_jobset_without_replicated_jobs() -> None:
+    """The CRD does not require replicatedJobs: a coordinator then names no job, and no container mounts a claim."""
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "v"},
+           "spec": {"coordinator": {"replicatedJob": "w"},
+                    "volumeClaimPolicies": [{"templates": [{"metadata": {"name": "data"}, "spec": {}}]}]}}
+    assert lines(jobset(obj, STATE)) == [
+        "spec.coordinator: coordinator replicatedJob w does not exist",
+        "spec.replicatedJobs: replicatedJob containers don't have a matching volumeMount: data from "
+        "VolumeClaimPolicies"]
+
+
+def _placed(follower: dict[str, Any] | None = None, leader: dict[str, Any] | None = None) -> list[str]:
+    """A follower and its leader, each with the given top-level fields replaced (a None value deletes one)."""
+    def edited(pod: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+        for key, value in fields.items():
+            target = pod["metadata"] if key == "ownerReferences" else pod
+            if value is None:
+                del target[key]
+            else:
+                target[key] = value
+        return pod
+    pods = edited(_pod("js-w-0-1", "1"), follower or {}), edited(_pod("js-w-0-0", "0"), leader or {})
+    return lines(exclusive_placement(pods[0], ClusterState([pods[1]])))
+
+
+SELECTOR_NOT_SET = "follower pod node selector not set"
+NO_TOPOLOGY = "follower pod node selector for topology domain not found. missing selector: rack"
+UNSCHEDULED = "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error"
+
+
+@pytest.mark.parametrize(("follower", "leader", "expected"), [
+    ({}, {}, []), ({"spec": {"nodeSelector": {"rack": "r1", "zone": "z1"}}}, {}, []),
+    ({"spec": {}}, {}, [SELECTOR_NOT_SET]), ({"spec": None}, {}, [SELECTOR_NOT_SET]),
+    ({"spec": {"nodeSelector": {}}}, {}, [NO_TOPOLOGY]),
+    ({"spec": {"nodeSelector": {"zone": "z1"}}}, {}, [NO_TOPOLOGY]),
+    ({}, {"spec": {"nodeSelector": {"rack": "r1"}}}, [UNSCHEDULED]), ({}, {"spec": {"nodeName": ""}}, [UNSCHEDULED]),
+    ({}, {"spec": None}, [UNSCHEDULED]),
+    ({"ownerReferences": None}, {}, ["follower pod has no owner reference"]),
+    ({}, {"ownerReferences": None}, ['leader pod "js-w-0-0" has no owner reference']),
+    ({}, {"ownerReferences": [{"uid": "v", "controller": True}]},
+     ["follower pod owner UID (u) != leader pod owner UID (v)"])])
+def test_a_follower_needs_the_topology_selector_and_a_scheduled_leader_of_its_job(
+        follower: dict[str, Any], leader: dict[str, Any], expected: list[str]) -> None:
+    """pod_webhook.go ValidateCreate: a nil node selector (a Pod without spec has none), one without the topology
+    key, a leader without a node, and owner references that are absent (GetControllerOf nil) or of another Job;
+    every refusal is a plain error (no field)."""
+    assert _placed(follower, leader) == expected
+
+
+# --- volume claim policies (jobset_webhook.go validateVolumeClaimPolicies) ---------------------------------------
+
+def _claimed(template: dict[str, Any], mount: str = "data", retain: bool = True) -> dict[str, Any]:
+    job = _job("w", template={"spec": {"containers": [{"name": "c", "volumeMounts": [{"name": mount,
+                                                                                       "mountPath": "/d"}]}]}})
+    policy = {"templates": [template]} | ({"retentionPolicy": {"whenDeleted": "Retain"}} if retain else {})
+    return _jobset(job, volumeClaimPolicies=[policy])
+
+
+def test_a_claim_template_name_is_a_dns_subdomain_even_when_absent() -> None:
+    """IsDNS1123Subdomain(template.Name): the CRD does not require the template's name, and an empty one is refused
+    and then mounted by no container."""
+    assert jobset(_claimed({"metadata": {"name": "data"}}), STATE) == []
+    assert lines(jobset(_claimed({"metadata": {"name": "Data"}}, mount="Data"), STATE)) == [
+        f"spec.volumeClaimPolicies[0].template[0].name: {DNS1123}"]
+    assert lines(jobset(_claimed({"metadata": {}}), STATE)) == [
+        f"spec.volumeClaimPolicies[0].template[0].name: {DNS1123}",
+        "spec.replicatedJobs: replicatedJob containers don't have a matching volumeMount:  from VolumeClaimPolicies"]
+
+
+@pytest.mark.parametrize(("existing", "template", "matches"), [
+    (None, None, True), ({}, None, True), (None, {}, True), ({"accessModes": ["ReadWriteOnce"]}, None, False),
+    (None, {"accessModes": ["ReadWriteOnce"]}, False), ({"volumeMode": "Block"}, {"volumeMode": "Block"}, True)])
+def test_an_existing_claims_spec_is_compared_as_a_struct(existing: dict[str, Any] | None,
+                                                         template: dict[str, Any] | None, matches: bool) -> None:
+    """reflect.DeepEqual(existingPVC.Spec, template.Spec): an absent spec is Go's zero value, equal to an empty one."""
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-js", "namespace": "v"}}
+    claim = {"metadata": {"name": "data"}}
+    found = lines(jobset(_claimed(claim | ({} if template is None else {"spec": template})),
+                         ClusterState([pvc | ({} if existing is None else {"spec": existing})])))
+    assert found == ([] if matches else [
+        "spec.volumeClaimPolicies[0].template[0].spec: spec does not match existing PVC data-js in namespace v"])
