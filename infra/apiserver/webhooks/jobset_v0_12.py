@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from infra.apiserver.state import ClusterState
@@ -23,6 +24,16 @@ JOB_FAILURE_REASONS = ("BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexe
 
 def _refuse(field: str, message: str) -> Refusal:
     return Refusal(FAMILY, field, message)
+
+
+def _label(value: str, too_long: str) -> list[str]:
+    """IsDNS1035Label's problems with its length one in the webhook's words: jobset_webhook.go replaces each
+    problem that contains dns1035MaxLengthExceededErrorMsg."""
+    return [too_long if "must be no more than 63 characters" in p else p for p in dns1035_label(value)]
+
+
+_subdomain_label = partial(_label, too_long=".spec.network.subdomain is too long, must be less than 63 characters")
+_group_label = partial(_label, too_long=".spec.replicatedJob[].groupName is too long, must be less than 63 characters")
 
 
 def _names(js_name: str, job: dict[str, Any], path: str) -> list[Refusal]:
@@ -53,7 +64,8 @@ def jobset(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         found.append(_refuse("spec.replicatedJobs[0].dependsOn", "DependsOn can't be set for the first ReplicatedJob"))
     subdomain = spec.get("network", {}).get("subdomain", "")
     if subdomain:
-        found += [_refuse("spec.network.subdomain", p) for p in dns1123_subdomain(subdomain) + dns1035_label(subdomain)]
+        found += [_refuse("spec.network.subdomain", p)
+                  for p in dns1123_subdomain(subdomain) + _subdomain_label(subdomain)]
     if "managedBy" in spec:
         manager = str(spec["managedBy"])
         found += [_refuse("spec.managedBy", p) for p in domain_prefixed_path(manager)]
@@ -67,7 +79,7 @@ def jobset(obj: dict[str, Any], cluster: ClusterState) -> list[Refusal]:
         if parallelism * int(job.get("replicas", 1)) > MAX_INT32:
             found.append(_refuse(path, f"the product of replicas and parallelism must not exceed {MAX_INT32} for "
                                  f"replicatedJob '{job.get('name')}'"))
-        found += [_refuse(f"{path}.groupName", p) for p in dns1035_label(str(job.get("groupName", "default")))]
+        found += [_refuse(f"{path}.groupName", p) for p in _group_label(str(job.get("groupName", "default")))]
         found += _names(name, job, path)
         found += [_refuse(f"{path}.dependsOn", f"replicatedJob: {job.get('name')} cannot depend on replicatedJob: "
                           f"{d.get('name')}") for d in job.get("dependsOn", []) if d.get("name") not in seen]
