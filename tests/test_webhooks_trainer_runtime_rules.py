@@ -92,7 +92,7 @@ def test_a_job_without_metadata_a_job_pod_or_resources_gives_no_gpus(sparse: dic
     needs one process or one GPU and is refused); before a trainer job with one GPU, that GPU selects the
     single-device recipe."""
     job = _trainjob(TUNE, trainer={"command": ["tune", "run"], "args": ["model.quantize_base=True"]})
-    torch = {"mlPolicy": {"torch": {}}}
+    torch: dict[str, Any] = {"mlPolicy": {"torch": {}}}
     assert lines(trainjob(job, ClusterState([_runtime(sparse, name=TUNE, **torch)]))) == QLORA_REFUSED
     assert trainjob(job, ClusterState([_runtime(sparse, _one_gpu_trainer(), name=TUNE, **torch)])) == []
 
