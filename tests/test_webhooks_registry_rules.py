@@ -16,7 +16,8 @@ RULES = {
     ("kueue", "0.19"): [
         (K, "ClusterQueue", "cluster_queue", ""), (K, "Cohort", "cohort", ""),
         (K, "ResourceFlavor", "resource_flavor", ""), (K, "Workload", "workload", ""),
-        ("batch", "Job", "job_on_create", ""), ("batch", "Job", "job_annotations", ""), ("batch", "Job", "job_topology", TAS),
+        ("batch", "Job", "job_on_create", ""), ("batch", "Job", "job_annotations", ""),
+        ("batch", "Job", "job_topology", TAS),
         (J, "JobSet", "job_on_create", ""), (T, "TrainJob", "job_on_create", ""), (J, "JobSet", "jobset_topology", TAS),
         (T, "TrainJob", "trainjob_topology", TAS)],
     ("trainer", "2.2"): [(T, "ClusterTrainingRuntime", "runtime", ""), (T, "TrainingRuntime", "runtime", ""),

@@ -19,7 +19,8 @@ LAYERS = "spec.podSets[0].topologyRequest.podsetSliceRequiredTopologyConstraints
 
 def layered(*sizes: int) -> dict[str, Any]:
     layers = [{"topology": level, "size": size} for level, size in zip(("block", "rack", "host"), sizes, strict=False)]
-    pod_set = {"name": "main", "count": 8, "template": {"spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}},
+    container = {"name": "c", "image": "busybox:1.37"}
+    pod_set = {"name": "main", "count": 8, "template": {"spec": {"containers": [container]}},
                "topologyRequest": {"podsetSliceRequiredTopologyConstraints": layers}}
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
             "metadata": {"name": "wl", "namespace": "vision"}, "spec": {"queueName": "vision", "podSets": [pod_set]}}
