@@ -7,20 +7,28 @@ not to the error of a pod set that cannot be built."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from infra.apiserver.state import ClusterState
-from infra.apiserver.webhooks.kueue_v0_19_tas import pod_set_groups, slice_upper_bound, trainjob_topology
+from infra.apiserver.webhooks.kueue_v0_19_tas import (
+    jobset_topology,
+    pod_set_groups,
+    slice_upper_bound,
+    trainjob_topology,
+)
 from infra.spec import runtimes as rt
 from tests.test_webhooks_tas_rules import (
     GROUP,
     LAYERS,
     PREFERRED,
     REQUIRED,
+    STATE,
     UNCONSTRAINED,
     A,
+    _jobset,
     layers,
     lines,
     request,
@@ -94,3 +102,49 @@ def test_a_trainjob_pod_set_that_cannot_be_built_answers_without_the_patch_hint(
            "metadata": {"name": "t", "namespace": "v"}, "spec": {"runtimeRef": {"name": "torch-distributed"}}}
     assert lines(trainjob_topology(job, ClusterState([runtime]))) == [': strconv.ParseBool: parsing "maybe": invalid '
                                                                       "syntax"]
+
+
+@pytest.mark.parametrize("layer", [
+    '{"topology": "rack", "size": "2"}', '{"topology": "rack", "size": 2.5}', '{"topology": "rack", "size": 2.0}',
+    '{"topology": "rack", "size": true}', '{"topology": "rack", "size": 2147483648}', '{"topology": 5, "size": 1}',
+    '{"topology": ["rack"], "size": 1}', '{"topology": "rack", "SIZE": "2"}', '"rack"'])
+def test_a_slice_layer_value_of_another_go_type_does_not_decode(layer: str) -> None:
+    """json.Unmarshal into PodsetSliceRequiredTopologyConstraint (topology string, size int32) fails: the builder's
+    error answers for a JobSet (tas.go Build), the annotation rule refuses it for a batch Job."""
+    value = f"[{layer}]"
+    found = request({LAYERS: value})
+    assert len(found) == 1 and found[0].startswith(f"{A}[{LAYERS}]: Invalid value: {json.dumps(value)}: must be a "
+                                                   "valid JSON array: ")
+    assert lines(jobset_topology(_jobset(("w", 1, {LAYERS: value})), STATE))[0].startswith(
+        ": failed to parse multi-layer topology constraints annotation: ")
+    assert slice_upper_bound("p", {LAYERS: value}, 0) == []  # a layer that does not decode is not bounded
+
+
+@pytest.mark.parametrize(("layer", "size"), [
+    ('{"topology": "rack", "size": 2147483647}', 2147483647), ('{"Topology": "rack", "SIZE": 2}', 2),
+    ('{"topology": "rack", "size": 1, "Size": 2}', 2), ('{"topology": "rack", "size": 2, "size": null}', 2),
+    ('{"topology": "rack", "size": -2147483648}', None), ('{"weight": "x", "topology": "rack", "size": 2}', 2)])
+def test_a_slice_layer_decodes_as_go_reads_it(layer: str, size: int | None) -> None:
+    """encoding/json: keys match their field without regard to case (the last one wins), null leaves the field as
+    it was, unknown keys are ignored; int32 holds -2^31 to 2^31-1."""
+    found = request({LAYERS: f"[{layer}]"})
+    assert found == ([] if size is not None else [
+        f"{A}[{LAYERS}][0].size: Invalid value: -2147483648: must be greater than or equal to 1"])
+    assert lines(slice_upper_bound("p", {LAYERS: f"[{layer}]"}, 1)) == ([] if size in (None, 1) else [
+        f"{A}[{LAYERS}]: Invalid value: {size}: must not be greater than pod set count 1"])
+
+
+def test_a_null_slice_layer_is_a_layer_of_zero_values() -> None:
+    """json.Unmarshal of null into a struct leaves it unchanged: a layer with topology "" and size 0."""
+    assert request({LAYERS: "[null]"}) == [
+        f'{A}[{LAYERS}][0].topology: Invalid value: "": {EMPTY_NAME}',
+        f"{A}[{LAYERS}][0].size: Invalid value: 0: must be greater than or equal to 1"]
+
+
+def test_null_slice_layers_are_no_layers() -> None:
+    """null decodes to a nil slice: fewer than 1 layer, for the annotation rule and for the builder alike."""
+    assert request({LAYERS: "null"}) == [f'{A}[{LAYERS}]: Invalid value: "null": topology constraints must contain '
+                                         "between 1 and 3 entries"]
+    assert lines(jobset_topology(_jobset(("w", 1, {LAYERS: "null"})), STATE)) == [
+        ": topology constraints must contain between 1 and 3 entries: got 0"]
+    assert slice_upper_bound("p", {LAYERS: "null"}, 0) == []
