@@ -99,6 +99,14 @@ def test_the_prebuilt_annotation_counts_with_its_gate_or_when_longer_than_a_labe
     assert job_on_create(obj(labels={PREBUILT: "wl"}, annotations={PREBUILT: "wl-2"}), STATE) == []
 
 
+def test_with_its_gate_off_a_prebuilt_annotation_of_63_characters_is_not_read() -> None:
+    """PrebuiltWorkloadNameFor: len(name) > validation.LabelValueMaxLength; 63 fits a label, so it is not read."""
+    off = gates(WorkloadIdentifierAnnotations=False)
+    assert job_on_create(obj("apps/v1", "Deployment", annotations={PREBUILT: "w" * 63}), off) == []
+    assert lines(job_on_create(obj("apps/v1", "Deployment", annotations={PREBUILT: "w" * 64}), off)) == [
+        f'metadata.annotations[{PREBUILT}]: Forbidden: Is not supported for "apps/v1, Kind=Deployment"']
+
+
 @pytest.mark.parametrize("kind", sorted(ELASTIC_KINDS))
 def test_every_kind_that_may_be_elastic(kind: str) -> None:
     group_version, _, name = kind.partition(", Kind=")

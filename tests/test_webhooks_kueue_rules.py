@@ -213,3 +213,20 @@ def test_a_selector_expression_without_a_key_is_refused() -> None:
     selector = {"matchExpressions": [{"operator": "Exists"}]}
     assert refusals(_one(_quota("cpu"), namespaceSelector=selector)) == [
         "webhook:kueue: spec.namespaceSelector.matchExpressions[0].key: Invalid value: '': name part must be non-empty"]
+
+
+def test_a_selector_match_label_is_refused_at_its_place() -> None:
+    """ValidateLabelSelector: ValidateLabels(ps.MatchLabels, fldPath.Child("matchLabels")), a bad value named."""
+    assert refusals(_one(_quota("cpu"), namespaceSelector={"matchLabels": {"trainyard.io/team": "v" * 63}})) == []
+    assert refusals(_one(_quota("cpu"), namespaceSelector={"matchLabels": {"trainyard.io/team": "v" * 64}})) == [
+        f"webhook:kueue: spec.namespaceSelector.matchLabels: Invalid value: '{'v' * 64}': must be no more than 63 "
+        "characters"]
+
+
+def test_a_flavors_refusals_add_up_across_labels_taints_and_tolerations() -> None:
+    """ValidateResourceFlavor appends each part's errors: a valid toleration after bad labels and taints keeps them."""
+    taint = {"key": "example.com/gpu", "value": "v" * 64, "effect": "NoSchedule"}
+    lines = refusals(_flavor(nodeLabels={"example.com/pool": "v" * 64}, nodeTaints=[taint],
+                             tolerations=[{"key": "example.com/gpu", "operator": "Exists"}]))
+    assert [line.split(": Invalid value")[0] for line in lines] == [
+        "webhook:kueue: spec.nodeLabels", "webhook:kueue: spec.nodeTaints[0].value"]

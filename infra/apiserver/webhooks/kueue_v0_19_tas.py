@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from infra.apiserver.state import ClusterState
@@ -48,18 +49,46 @@ def _int32(value: str) -> int | None:
     return int(value)
 
 
+@dataclass(frozen=True)
+class _Object:
+    """A JSON object's (key, value) pairs in document order, a repeated key kept: encoding/json sets a field from
+    each in turn."""
+    pairs: list[tuple[str, Any]]
+
+
+def _layer(layer: Any) -> dict[str, Any] | None:
+    """One layer as encoding/json reads it into PodsetSliceRequiredTopologyConstraint (topology string, size int32):
+    keys matched without regard to case (the last wins), other keys and null values ignored (a null layer is all
+    zero values); None when a value does not fit its Go type."""
+    if layer is None:
+        return {}
+    if not isinstance(layer, _Object):
+        return None
+    fields: dict[str, Any] = {}
+    for key, value in layer.pairs:
+        name = key.lower()
+        if value is None or name not in ("topology", "size"):
+            continue
+        fits = isinstance(value, str) if name == "topology" else (
+            type(value) is int and INT32[0] <= value <= INT32[1])  # bool is no JSON number; 2.0 is no int32
+        if not fits:
+            return None
+        fields[name] = value
+    return fields
+
+
 def _constraints(value: str) -> list[dict[str, Any]] | str:
-    """The slice-constraint layers as encoding/json reads them into []PodsetSliceRequiredTopologyConstraint, or why
-    it cannot (the Go decoder's wording is not reproduced)."""
+    """The slice-constraint layers as encoding/json reads them into []PodsetSliceRequiredTopologyConstraint, each
+    with the fields it sets, or why it cannot (the Go decoder's wording is not reproduced)."""
     try:
-        layers = json.loads(value)
+        layers = json.loads(value, object_pairs_hook=_Object)
     except json.JSONDecodeError as error:
         return str(error)
     if layers is None:
         return []
-    if not isinstance(layers, list) or not all(isinstance(layer, dict) for layer in layers):
-        return "cannot unmarshal into a list of {topology, size} objects"
-    return layers
+    decoded = [_layer(layer) for layer in layers] if isinstance(layers, list) else [None]
+    read = [layer for layer in decoded if layer is not None]
+    return read if len(read) == len(decoded) else "cannot unmarshal into a list of {topology, size} objects"
 
 
 def _slice_constraints(where: str, annotations: dict[str, str], multi_layer: bool) -> list[Refusal]:
