@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import difflib
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -54,7 +55,8 @@ def judgments(folder: Path = JUDGED) -> dict[str, Judgment]:
         data = _read(path)
         unknown = set(data) - {"reasons", "mutants"}
         if unknown:
-            raise JudgmentError(f"{path.name}: unknown table(s) {', '.join(sorted(unknown))} (only [reasons], [mutants])")
+            tables = ", ".join(sorted(unknown))
+            raise JudgmentError(f"{path.name}: unknown table(s) {tables} (only [reasons] and [mutants])")
         reasons = shared | data.get("reasons", {})
         for key, entry in data.get("mutants", {}).items():
             where = f"{path.name}: mutants.{key}"
@@ -99,8 +101,10 @@ class Verdicts:
     stale: dict[str, str]          # judged name -> what is wrong with its judgment
 
 
-def verdicts(survivors: list[str], mutants: Path, prefix: str, known: dict[str, Judgment]) -> Verdicts:
-    """The survivors of one guarded module (names starting with `prefix`) against the judgments."""
+def verdicts(survivors: list[str], mutants: Path, prefix: str, known: dict[str, Judgment],
+             timeouts: Sequence[str] = ()) -> Verdicts:
+    """The survivors of one guarded module (names starting with `prefix`) against the judgments. A judged mutant
+    that ran into the CPU-time limit this time is not stale: a timeout depends on the machine's load."""
     judged: dict[str, str] = {}
     unjudged: dict[str, str] = {}
     stale: dict[str, str] = {}
@@ -113,6 +117,6 @@ def verdicts(survivors: list[str], mutants: Path, prefix: str, known: dict[str, 
             stale[name] = f"judged {judgment.mutated!r}, the mutant now reads {line!r}"
         else:
             judged[name] = judgment.why
-    gone = sorted(name for name in known if name.startswith(prefix) and name not in survivors)
+    gone = sorted(name for name in known if name.startswith(prefix) and name not in survivors and name not in timeouts)
     stale |= {name: "no longer survives: remove its judgment" for name in gone}
     return Verdicts(judged, unjudged, stale)
