@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.platform.network import API_SERVER_PORTS, INITIALIZER_PODS, policies_for, range_egress, tcp, team_egress
+from infra.platform.network import (
+    API_SERVER_PORTS,
+    INITIALIZER_PODS,
+    api_server_egress,
+    dns_egress,
+    policies_for,
+    range_egress,
+    tcp,
+    team_egress,
+)
 from infra.spec import validate
 from infra.vocabulary import TEAM_LABEL
 from tests.conftest import platform_of, raw_platform
@@ -33,6 +42,8 @@ REACHES: list[tuple[Endpoint, int, str, bool]] = [
     ("10.0.0.1", 444, "TCP", False), ("10.0.0.1", 6444, "TCP", False), ("10.0.0.1", 443, "UDP", False),
     ("10.0.0.1", 53, "UDP", False),  # DNS is kube-dns's, not any address's
     (PROMETHEUS, 9090, "TCP", False), (Pod("guarded"), 8080, "TCP", False),  # no other egress, in or out
+    # the API server's port on a pod is no API server: address blocks name addresses outside the cluster, not pods
+    (Pod("other"), 443, "TCP", False), (Pod("guarded"), 6443, "TCP", False),
 ]
 # (source, port, protocol, allowed) to a pod of the guarded namespace
 REACHED_BY: list[tuple[Endpoint, int, str, bool]] = [
@@ -51,6 +62,16 @@ REACHED_BY: list[tuple[Endpoint, int, str, bool]] = [
 def test_a_platform_pod_reaches_dns_and_the_api_server_only() -> None:
     policies = _guarded()
     assert [case for case in REACHES if connects(policies, GUARDED, case[0], case[1], case[2]) is not case[3]] == []
+
+
+def test_a_policy_of_the_shared_dns_and_api_server_rules_reaches_those_two_only() -> None:
+    """The key copier, Pipelines' pods, the label proxies and the team namespaces build their ways to DNS and the
+    API server from dns_egress() and api_server_egress(): alone in one policy, they let through what a platform
+    namespace's own policies do, and nothing else."""
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "copier-egress", "namespace": "guarded"},
+              "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [dns_egress(), api_server_egress()]}}
+    assert [case for case in REACHES if connects([policy], GUARDED, case[0], case[1], case[2]) is not case[3]] == []
 
 
 def test_a_platform_pod_is_reached_by_its_webhook_caller_and_the_scraper_only() -> None:
