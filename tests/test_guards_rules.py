@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from infra.apiserver.selectors import matches_selector
-from infra.apiserver.state import NAME_LABEL
 from infra.checks.hybrid import rbac_findings
 from infra.offline import charts
 from infra.offline.charts import Source, unknown_keys
@@ -25,6 +23,7 @@ from infra.spec.input.secrets import plaintext_secret_paths
 from infra.spec.versions import Chart
 from infra.vocabulary import TEAM_LABEL
 from tests.conftest import STACKS, capture_of, kube_objects, platform_of, raw_platform, write_stack
+from tests.netpol import Pod, connects
 from tests.test_charts import _archive
 
 # --- the MultiKueue account on a worker --------------------------------------------------------------------
@@ -78,43 +77,15 @@ def test_no_binding_for_the_account_is_refused() -> None:
 # --- team DNS egress ---------------------------------------------------------------------------------------
 
 
-def _peer_matches(peer: dict[str, Any], source_ns: str, ns_labels: dict[str, str],
-                  pod_labels: dict[str, str]) -> bool:
-    """A NetworkPolicy peer (networking.k8s.io/v1): namespaceSelector and podSelector in one peer both hold; a
-    podSelector alone means the policy's own namespace; ipBlock peers do not name pods."""
-    if "ipBlock" in peer:
-        return False
-    if "namespaceSelector" in peer:
-        namespace_ok = matches_selector(peer["namespaceSelector"], ns_labels)
-    else:
-        namespace_ok = ns_labels.get(NAME_LABEL) == source_ns
-    return namespace_ok and matches_selector(peer.get("podSelector"), pod_labels)
+def _dns_egress_allowed(policies: list[dict[str, Any]], namespace: str, target: Pod, protocol: str,
+                        port: int) -> bool:
+    """Whether a pod (no labels) of a team namespace may send to `target` by its own namespace's egress policies:
+    the target's ingress is left out (kube-system's own policies, if any, are not what is under test)."""
+    own = [p for p in policies if p["metadata"]["namespace"] == namespace]
+    return connects(own, Pod(namespace), target, port, protocol)
 
 
-def _port_matches(ports: list[dict[str, Any]] | None, protocol: str, port: int) -> bool:
-    return not ports or any(p.get("protocol", "TCP") == protocol and p.get("port") in (None, port) for p in ports)
-
-
-def egress_allowed(policies: list[dict[str, Any]], source_ns: str, ns_labels: dict[str, str],
-                   pod_labels: dict[str, str], protocol: str, port: int) -> bool:
-    """Whether a pod (no labels) of `source_ns` may open a connection to the given pod: some Egress policy of its
-    namespace selects it and one of its rules names the peer and the port."""
-    for policy in policies:
-        spec = policy["spec"]
-        if policy["metadata"]["namespace"] != source_ns or "Egress" not in spec.get("policyTypes", []):
-            continue
-        if not matches_selector(spec.get("podSelector"), {}):
-            continue
-        for rule in spec.get("egress", []):
-            peers = rule.get("to")
-            if (not peers or any(_peer_matches(p, source_ns, ns_labels, pod_labels) for p in peers)) and \
-                    _port_matches(rule.get("ports"), protocol, port):
-                return True
-    return False
-
-
-KUBE_SYSTEM = {NAME_LABEL: "kube-system"}
-KUBE_DNS = {"k8s-app": "kube-dns"}
+KUBE_DNS = Pod("kube-system", {"k8s-app": "kube-dns"})
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -123,15 +94,15 @@ def test_team_pods_resolve_names_at_kube_dns_and_reach_no_other_kube_system_pod(
     for team in platform_of(stack).teams:
         for namespace in team.namespaces:
             for protocol in ("UDP", "TCP"):
-                assert egress_allowed(policies, namespace, KUBE_SYSTEM, KUBE_DNS, protocol, 53), (namespace, protocol)
+                assert _dns_egress_allowed(policies, namespace, KUBE_DNS, protocol, 53), (namespace, protocol)
                 # Any other kube-system pod on the DNS port: the kube-dns selector is what keeps it out.
                 for labels in ({"k8s-app": "metrics-server"}, {"component": "kube-apiserver"}, {}):
-                    assert not egress_allowed(policies, namespace, KUBE_SYSTEM, labels, protocol, 53), (
-                        namespace, labels)
-            assert not egress_allowed(policies, namespace, KUBE_SYSTEM, KUBE_DNS, "TCP", 80), namespace
+                    other_pod = Pod("kube-system", labels)
+                    assert not _dns_egress_allowed(policies, namespace, other_pod, protocol, 53), (namespace, labels)
+            assert not _dns_egress_allowed(policies, namespace, KUBE_DNS, "TCP", 80), namespace
             # A pod labelled as kube-dns outside kube-system (a tenant can label its own pods) is no resolver.
-            other = {NAME_LABEL: "impostor", TEAM_LABEL: "someone-else"}
-            assert not egress_allowed(policies, namespace, other, KUBE_DNS, "UDP", 53), namespace
+            impostor = Pod("impostor", KUBE_DNS.labels, {TEAM_LABEL: "someone-else"})
+            assert not _dns_egress_allowed(policies, namespace, impostor, "UDP", 53), namespace
 
 
 # --- plaintext secrets inside lists ------------------------------------------------------------------------

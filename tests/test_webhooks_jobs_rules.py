@@ -23,6 +23,7 @@ from infra.apiserver.webhooks.kueue_v0_19_jobs import (
 )
 from infra.apiserver.webhooks.kueue_v0_19_workload import workload
 from tests.kueue_cluster import MANAGED, kueue_config, namespace
+from tests.test_webhooks_jobset_rules import INVALID_PATH
 
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 ELASTIC, GATED = "kueue.x-k8s.io/elastic-job", "kueue.x-k8s.io/admission-gated-by"
@@ -217,6 +218,13 @@ def test_a_workloads_admission_gates_are_checked_only_while_their_gate_is_on() -
         f'metadata.annotations[{GATED}]: Invalid value: "nodomain": must be a domain-prefixed path (such as '
         '"acme.io/foo")']
     assert workload(gated, gates(AdmissionGatedBy=False)) == []
+
+
+def test_a_gate_whose_path_has_a_character_outside_http_paths_gets_upstreams_detail() -> None:
+    """IsDomainPrefixedPath's RegexError for the part after the first '/'. Upstream's field.Invalid carries that part
+    as the value ("a b"), the model the whole gate: only the detail is pinned here."""
+    found = lines(job_on_create(obj(annotations={GATED: "a.io/ok,a.io/a b"}), STATE))
+    assert len(found) == 1 and found[0].endswith(f": {INVALID_PATH}"), found
 
 
 def test_a_workloads_pod_level_limits_are_not_negative_either() -> None:

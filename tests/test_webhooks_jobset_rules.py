@@ -17,6 +17,8 @@ from tests.kueue_cluster import MANAGED
 
 STATE = ClusterState(MANAGED)
 MAX_INT32 = 2**31 - 1
+# apimachinery v0.36.0 (jobset v0.12.0's) validation.go IsDomainPrefixedPath: RegexError("Invalid path", httpPathFmt)
+INVALID_PATH = "Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')"
 
 
 def lines(found: list[Any]) -> list[str]:
@@ -58,7 +60,10 @@ def test_the_subdomain_is_both_a_dns_subdomain_and_a_dns_label(subdomain: str, r
 
 
 @pytest.mark.parametrize(("manager", "refused"), [("example.com/kueue", False), ("kueue.x-k8s.io/multikueue", False),
-                                                  ("kueue", True), ("example.com/", True), ("/kueue", True)])
+                                                  ("example.com/a-b_c.d~e%f!g$h&i'j(k)l*m+n,o;p=q:r/s", False),
+                                                  ("kueue", True), ("example.com/", True), ("/kueue", True),
+                                                  ("example.com/a b", True), ("example.com/a#b", True),
+                                                  ("example.com/a?b", True), ("", True)])
 def test_managed_by_is_a_domain_prefixed_path(manager: str, refused: bool) -> None:
     found = lines(jobset(_jobset(managedBy=manager), STATE))
     assert bool(found) is refused and all(line.startswith("spec.managedBy: ") for line in found)
@@ -245,7 +250,12 @@ def _grouped(group: str) -> dict[str, Any]:
     (_grouped("g" * 64), ["spec.replicatedJobs[0].groupName: .spec.replicatedJob[].groupName is too long, must be "
                           "less than 63 characters"]),
     (_grouped("1g"), [f"spec.replicatedJobs[0].groupName: {DNS1035}"]),
-    (_jobset(managedBy="kueue"), ['spec.managedBy: must be a domain-prefixed path (such as "acme.io/foo")'])])
+    (_jobset(managedBy="kueue"), ['spec.managedBy: must be a domain-prefixed path (such as "acme.io/foo")']),
+    (_jobset(managedBy=""), ["spec.managedBy: Required value"]),  # field.Required, before the split
+    (_jobset(managedBy="example.com/kueue manager"), [f"spec.managedBy: {INVALID_PATH}"]),
+    # Go's `$` ends the text: a trailing newline is no path character
+    (_jobset(managedBy="example.com/kueue\n"), [f"spec.managedBy: {INVALID_PATH}"]),
+    (_jobset(managedBy="Example.com/a b"), [f"spec.managedBy: {DNS1123}", f"spec.managedBy: {INVALID_PATH}"])])
 def test_subdomain_group_name_and_manager_refusals_say_what_upstream_says(obj: dict[str, Any],
                                                                           expected: list[str]) -> None:
     """IsDNS1123Subdomain's problems as they are; IsDNS1035Label's with the length one replaced by the webhook's

@@ -14,6 +14,7 @@ from infra.apiserver.state import ClusterState
 from infra.apiserver.webhooks.trainer_v2_2 import runtime, torchtune_model, trainjob
 from infra.spec import runtimes as rt
 from tests.kueue_cluster import MANAGED
+from tests.test_webhooks_jobset_rules import INVALID_PATH
 
 STATE = ClusterState(MANAGED)
 
@@ -111,6 +112,19 @@ def test_a_runtime_patch_may_not_set_env_on_the_node_or_initializer_containers()
     assert trainjob(patched("node", "sidecar", "initContainers"), ClusterState([tune])) == []
     assert lines(trainjob(patched("launcher", "launcher"), ClusterState([tune]))) == [
         "spec.runtimePatches: must not have replicated job that doesn't exist in the runtime job template"]
+
+
+@pytest.mark.parametrize(("manager", "problem"), [
+    ("example.com/team", None), ("", "Required value"),  # apimachinery IsDomainPrefixedPath: field.Required
+    ("team", 'must be a domain-prefixed path (such as "acme.io/foo")'),
+    ("example.com/my team", INVALID_PATH), ("example.com/team\n", INVALID_PATH)])
+def test_a_runtime_patch_manager_is_refused_in_upstreams_words(manager: str, problem: str | None) -> None:
+    """jobset.go Validate: IsDomainPrefixedPath on each patch's manager (the CRD's minLength refuses an empty one
+    first on a real server; the webhook's own answer is still upstream's)."""
+    job = _trainjob("torch-distributed")
+    job["spec"]["runtimePatches"] = [{"manager": manager}]
+    found = lines(trainjob(job, ClusterState([rt.read("torch-distributed")])))
+    assert found == ([f"spec.runtimePatches[0].manager: {problem}"] if problem else [])
 
 
 @pytest.mark.parametrize(("resources", "single_device"), [

@@ -153,8 +153,7 @@ def versioning_job(bucket: Bucket, namespace: str) -> Any:
 
 def claim_reader(bucket: Bucket) -> list[dict[str, Any]]:
     """Role rules: read the one Secret and ConfigMap that Rook writes for the claim."""
-    return [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"],
-             "resourceNames": [bucket.key]}]
+    return [policy_rule([""], ["secrets", "configmaps"], ["get"], [bucket.key])]
 
 
 KEYS_ACCOUNT = "bucket-keys"

@@ -10,7 +10,9 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_PATH_SEGMENT = re.compile(r"^[A-Za-z0-9/\-._~%!$&'()*+,;=:]+$")
+_HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"  # validation.go httpPathFmt
+_HTTP_PATH = re.compile(_HTTP_PATH_FMT)
+_INVALID_PATH = f"Invalid path (regex used for validation is '{_HTTP_PATH_FMT}')"  # RegexError("Invalid path", ...)
 
 
 def _syntax(value: str, limit: int, pattern: re.Pattern[str], rule: str) -> list[str]:
@@ -56,8 +58,12 @@ def label_value(value: str) -> list[str]:
 
 
 def domain_prefixed_path(value: str) -> list[str]:
-    """`example.com/path`: a DNS subdomain, '/', then a non-empty HTTP path (IsDomainPrefixedPath)."""
+    """`example.com/path`: a DNS subdomain, '/', then a non-empty HTTP path (IsDomainPrefixedPath). An empty value is
+    a Required error, whose whole text is its type; the path must match to its very end (Go's `$`, not Python's,
+    which lets a trailing newline through)."""
+    if not value:
+        return ["Required value"]
     domain, slash, path = value.partition("/")
     if not slash or not domain or not path:
         return ["must be a domain-prefixed path (such as \"acme.io/foo\")"]
-    return dns1123_subdomain(domain) + ([] if _PATH_SEGMENT.match(path) else ["path has invalid characters"])
+    return dns1123_subdomain(domain) + ([] if _HTTP_PATH.fullmatch(path) else [_INVALID_PATH])
