@@ -68,7 +68,7 @@ WILDCARD_ROLE = ("ClusterRole", "cluster-admin")
 def _pinned(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type in CHART_TYPES:
         version = str(args.props.get("version") or "")
-        if not EXACT_VERSION.match(version):
+        if not EXACT_VERSION.fullmatch(version):
             report(f"chart version '{version}' is not exact: pin a released chart version", None)
     if kind_of(args.resource_type) == "CustomResourceDefinition":
         return  # a CRD deploys nothing; its schema is most of a stack's bytes

@@ -92,7 +92,7 @@ _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 
 def parse_quantity(text: str | int | float) -> Decimal:
     """A Kubernetes resource quantity ('64', '500m', '512Gi') as a number of base units."""
-    match = _QUANTITY.match(str(text))
+    match = _QUANTITY.fullmatch(str(text))
     if not match:
         raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 64, 500m, 512Gi)")
     return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
@@ -112,7 +112,7 @@ def _bytes(value: str | int) -> str:
     """Memory or storage with its unit: a bare number is bytes to Kubernetes, so `memory: 512` would mean 512
     bytes."""
     _quantity(value)
-    match = _QUANTITY.match(str(value))
+    match = _QUANTITY.fullmatch(str(value))
     unit = (match.group(2) or "") if match else ""
     if not unit and parse_quantity(value) != 0:  # nothing is nothing in every unit
         raise ValueError(f"{value!r} has no unit: Kubernetes reads a bare number as bytes; write it with a unit, "

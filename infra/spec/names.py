@@ -18,7 +18,7 @@ _INVALID_PATH = f"Invalid path (regex used for validation is '{_HTTP_PATH_FMT}')
 def _syntax(value: str, limit: int, pattern: re.Pattern[str], rule: str) -> list[str]:
     """The length and the pattern of one name syntax, with the API server's messages."""
     problems = [] if len(value) <= limit else [f"must be no more than {limit} characters"]
-    return problems if pattern.match(value) else [*problems, rule]
+    return problems if pattern.fullmatch(value) else [*problems, rule]
 
 
 def dns1123_subdomain(value: str) -> list[str]:
@@ -46,7 +46,7 @@ def qualified_name(value: str) -> list[str]:
         problems.append("name part must be non-empty")
     elif len(name) > 63:
         problems.append("name part must be no more than 63 characters")
-    elif not _QUALIFIED_NAME.match(name):
+    elif not _QUALIFIED_NAME.fullmatch(name):
         problems.append("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
                         "end with an alphanumeric character")
     return problems

@@ -161,7 +161,7 @@ def _check_group_forms(kind: str, identity: Identity, teams: dict[str, TeamSpec]
         (f"teams.{name}.groups.{persona}", group) for name, team in teams.items()
         for persona in GROUP_PERSONAS for group in getattr(team.groups, persona)]
     for where, group in named:
-        if not pattern.match(group):
+        if not pattern.fullmatch(group):
             raise ValueError(f"{where}: '{group}' is not a group {kind}'s login produces, so the binding would "
                              f"never apply: give {form}")
 

@@ -52,7 +52,7 @@ def host_problem(value: str) -> str | None:
     except ValueError:
         pass
     labels = value.split(".")
-    if len(labels) < 2 or len(value) > HOST_LIMIT or not all(_LABEL.match(label) for label in labels):
+    if len(labels) < 2 or len(value) > HOST_LIMIT or not all(_LABEL.fullmatch(label) for label in labels):
         return (f"is not a fully qualified DNS name: give labels of letters, digits and '-' joined by '.', at most "
                 f"{HOST_LIMIT} characters, e.g. ml.example.com")
     return None
@@ -99,7 +99,7 @@ class Acme(Strict):
     @field_validator("email")
     @classmethod
     def _email(cls, value: str) -> str:
-        if not _EMAIL.match(value):
+        if not _EMAIL.fullmatch(value):
             raise ValueError(f"'{value}' is not an email address: give the address that receives expiry notices")
         return value
 
@@ -203,7 +203,7 @@ class Google(Strict):
     @field_validator("admin_email")
     @classmethod
     def _admin(cls, value: str) -> str:
-        if not _EMAIL.match(value):
+        if not _EMAIL.fullmatch(value):
             raise ValueError(f"'{value}' is not an email address: give the Workspace administrator's address")
         return value
 
@@ -311,7 +311,7 @@ class StaticUser(Strict):
     @field_validator("email")
     @classmethod
     def _email(cls, value: str) -> str:
-        if not _EMAIL.match(value):
+        if not _EMAIL.fullmatch(value):
             raise ValueError(f"'{value}' is not an email address: give the user's address, e.g. ada@example.com")
         return value
 

@@ -127,7 +127,7 @@ def _roles(clusters: dict[str, Any]) -> dict[str, Role]:
     roles: dict[str, Role] = {}
     for name, entry in clusters.items():
         where = f"{PLATFORM_KEY}.clusters.{name}"
-        if not isinstance(name, str) or not CLUSTER_NAME.match(name):
+        if not isinstance(name, str) or not CLUSTER_NAME.fullmatch(name):
             raise SpecError(where, "a cluster's name prefixes its resources and names its burst LocalQueue: up to 30 "
                                    "lowercase letters, digits and '-', starting with a letter")
         if not isinstance(entry, dict):
