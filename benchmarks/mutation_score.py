@@ -1,6 +1,6 @@
 """Mutation testing of the modules that guard safety (mutmut): how many of the one-line bugs mutmut makes in a module
-the tests written for that module catch. Goal: 90% killed in each module; every survivor is judged in
-docs/testing.md (an equivalent mutant, or a test added).
+the tests written for that module catch. Goal: 90% killed in each module; every survivor judged: a test added, or
+an entry in benchmarks/mutation_judged/<module>.toml (an equivalent mutant and why; benchmarks/mutation_judging.py).
 
     python benchmarks/mutation_score.py run [MODULE ...]   # mutate and test (all guarded modules when none named)
     python benchmarks/mutation_score.py [MODULE ...]       # print the score per module and the survivors
