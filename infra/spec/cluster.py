@@ -202,7 +202,7 @@ class ClusterSpec(Strict):
             yield (f"{where}.zone", "a compact placement policy needs the pool in one zone: set `zone`")
         if pool.reservation is not None and facts.reservation is not None:
             form, words = facts.reservation
-            if not form.match(pool.reservation):
+            if not form.fullmatch(pool.reservation):
                 yield (f"{where}.reservation", f"'{pool.reservation}' is not {words}")
         if self.gke is not None:
             zones = 1 if pool.zone else len(self.gke.zones)
