@@ -247,6 +247,12 @@ class CiSpec(Strict):
     @field_validator("runner")
     @classmethod
     def _labels(cls, runner: list[str]) -> list[str]:
-        if any(not label or label != label.strip() for label in runner) or len(set(runner)) != len(runner):
+        # GitHub compares runner labels without regard to case: Self-Hosted and self-hosted are one label.
+        if any(not label or label != label.strip() for label in runner) or \
+                len({label.casefold() for label in runner}) != len(runner):
             raise ValueError("give each runner label once, non-empty, e.g. [self-hosted, trainyard-aws]")
         return runner
+
+    @property
+    def self_hosted(self) -> bool:
+        return any(label.casefold() == SELF_HOSTED for label in self.runner)
