@@ -12,7 +12,7 @@ STACK ?= local
 CRDS ?= ../shared/crds
 
 .PHONY: plan test lint typecheck check install charts render validate benchmark benchmark-plan clean crds \
-	determinism mutation benchmark-checks
+	determinism mutation benchmark-checks benchmark-fuzz
 
 # uv goes into .tools by the host's pip when it has one (4 s); else into a virtualenv of its own, whose pip costs 7 s more.
 $(UV):
@@ -78,6 +78,9 @@ benchmark-plan: charts  ## seconds of `trainyard plan` per stack, with an empty 
 
 benchmark-checks: charts  ## CPU seconds of each plan check per stack (infra/checks/catalogue.py)
 	$(VENV)/bin/python benchmarks/check_costs.py --crds $(CRDS)
+
+benchmark-fuzz: charts  ## every field of every stack against hostile values: one-line refusals, accepted ones render valid
+	$(VENV)/bin/python -m benchmarks.stack_fuzz --quiet --render 20 --crds $(CRDS)
 
 clean:
 	rm -rf build .charts .manifests .cache/offline .pytest_cache .mypy_cache .ruff_cache

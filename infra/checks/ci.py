@@ -12,7 +12,7 @@ def check_ci_runner(ctx: Context) -> list[Finding]:
     spec = ctx.platform.spec
     if spec.cluster.kind == "existing":
         return []  # an existing cluster's reach is the site's own (its runner is declared alike, not required)
-    if spec.ci is not None and SELF_HOSTED in spec.ci.runner:
+    if spec.ci is not None and spec.ci.self_hosted:
         return []
     endpoint = getattr(spec.cluster.chosen, "endpoint", None)
     admits = ("its VPC only" if endpoint is None or endpoint.private

@@ -61,7 +61,7 @@ def check_audit(audit: AuditSpec, kind: str) -> None:
                          f"({kind} clusters): give a value in that range")
     if kind == "eks" and audit.destination is not None:
         raise ValueError("audit.destination: EKS writes to the log group /aws/eks/<cluster>/cluster: remove it")
-    if kind == "gke" and audit.destination is not None and not re.match(GCP_BUCKET, audit.destination):
+    if kind == "gke" and audit.destination is not None and not re.fullmatch(GCP_BUCKET, audit.destination):
         raise ValueError(f"audit.destination: '{audit.destination}' is not a log bucket id (letters, digits, "
                          "'_' and '-', at most 100)")
     if kind == "existing" and audit.destination is not None and not audit.destination.startswith("/"):

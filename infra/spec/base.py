@@ -5,17 +5,58 @@ from __future__ import annotations
 import ipaddress
 import re
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from infra.spec.names import dns1123_label, label_value, qualified_name
+from infra.spec.names import dns1123_label, dns1123_subdomain, label_value, qualified_name
+
+# A line break or another control character inside a value; text fields that may span lines list themselves in
+# Strict.multiline.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def text_problem(value: str, multiline: bool = False) -> str | None:
+    """Why a text value cannot be what its writer meant, whatever its field: space or a line break at either end
+    (a YAML block scalar keeps its final newline, `key: | ...`), a control character inside. Names, contexts, ids
+    and paths are compared byte for byte by the systems that read them, so 'lab-admin\\n' names nothing."""
+    if value != value.strip():
+        return (f"{value!r} has space or a line break at its start or end: remove it (a YAML block scalar `|` keeps "
+                "its final newline: write the value plain or with `|-`)")
+    inner = _CONTROL.search(value.replace("\n", "") if multiline else value)
+    if inner:
+        return f"{value!r} holds the control character {inner.group(0)!r}: remove it"
+    return None
+
+
+def _strings(value: Any, where: str) -> list[tuple[str, str]]:
+    """(path, text) of a field's raw value: the text itself, or the text items of its list or mapping."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, list):
+        return [(f"{where}[{index}]", item) for index, item in enumerate(value) if isinstance(item, str)]
+    if isinstance(value, dict):
+        return [(f"{where}.{key}", item) for key, item in value.items() if isinstance(item, str)]
+    return []
 
 
 class Strict(BaseModel):
-    """Every stack-file model: unknown keys are errors, values are immutable once loaded."""
+    """Every stack-file model: unknown keys are errors, values are immutable once loaded, and no text value has
+    space at either end or a control character (text_problem)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+    # Fields (as the stack file spells them) whose text may span lines.
+    multiline: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_text(cls, data: Any) -> Any:
+        for key, value in data.items() if isinstance(data, dict) else ():
+            for where, text in _strings(value, str(key)):
+                problem = text_problem(text, multiline=key in cls.multiline)
+                if problem:
+                    raise ValueError(f"{where}: {problem}")
+        return data
 
 
 def dns_label(value: str) -> str:
@@ -40,7 +81,15 @@ def _label_value(value: str) -> str:
     return value
 
 
+def _secret_name(value: str) -> str:
+    problems = dns1123_subdomain(value)
+    if problems:
+        raise ValueError(f"'{value}' is not a Secret name: {'; '.join(problems)}")
+    return value
+
+
 DnsLabel = Annotated[str, AfterValidator(dns_label)]
+SecretName = Annotated[str, AfterValidator(_secret_name)]
 LabelKey = Annotated[str, AfterValidator(label_key)]
 LabelValue = Annotated[str, AfterValidator(_label_value)]
 Labels = dict[LabelKey, LabelValue]

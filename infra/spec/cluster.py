@@ -202,7 +202,7 @@ class ClusterSpec(Strict):
             yield (f"{where}.zone", "a compact placement policy needs the pool in one zone: set `zone`")
         if pool.reservation is not None and facts.reservation is not None:
             form, words = facts.reservation
-            if not form.match(pool.reservation):
+            if not form.fullmatch(pool.reservation):
                 yield (f"{where}.reservation", f"'{pool.reservation}' is not {words}")
         if self.gke is not None:
             zones = 1 if pool.zone else len(self.gke.zones)
@@ -247,6 +247,12 @@ class CiSpec(Strict):
     @field_validator("runner")
     @classmethod
     def _labels(cls, runner: list[str]) -> list[str]:
-        if any(not label or label != label.strip() for label in runner) or len(set(runner)) != len(runner):
+        # GitHub compares runner labels without regard to case: Self-Hosted and self-hosted are one label.
+        if any(not label or label != label.strip() for label in runner) or \
+                len({label.casefold() for label in runner}) != len(runner):
             raise ValueError("give each runner label once, non-empty, e.g. [self-hosted, trainyard-aws]")
         return runner
+
+    @property
+    def self_hosted(self) -> bool:
+        return any(label.casefold() == SELF_HOSTED for label in self.runner)

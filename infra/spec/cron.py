@@ -36,7 +36,7 @@ def _field(text: str, name: str, low: int, high: int, names: tuple[str, ...]) ->
     """The values a field selects."""
     selected: set[int] = set()
     for part in text.split(","):
-        match = _PART.match(part)
+        match = _PART.fullmatch(part)
         if not match:
             raise ValueError(f"{name} '{part}' is not *, a number, a range a-b or a step */n")
         base, step = match.groups()

@@ -74,7 +74,7 @@ class Alerting(Strict):
         """Alertmanager refuses its whole configuration (and sends nothing) for a group_by with an invalid or
         repeated label name, or with `...` (every label) beside other names."""
         for label in labels:
-            if label != GROUP_BY_ALL and not LABEL_NAME.match(label):
+            if label != GROUP_BY_ALL and not LABEL_NAME.fullmatch(label):
                 raise ValueError(f"'{label}' is not a label name: use letters, digits and '_', not starting with a "
                                  "digit (or '...' alone to group by every label)")
         if len(set(labels)) != len(labels):

@@ -23,7 +23,7 @@ _HOST = re.compile(r"^([^/]*[.:][^/]*|localhost)/")
 
 
 def _registry_prefix(value: str) -> str:
-    if not _PREFIX.match(value) or not _HOST.match(value + "/"):
+    if not _PREFIX.fullmatch(value) or not _HOST.match(value + "/"):
         raise ValueError(f"'{value}' is not a registry prefix: give a registry host with an optional path, "
                          "e.g. nvcr.io/nvidia or registry.example.com:5000")
     return value

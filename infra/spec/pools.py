@@ -29,6 +29,7 @@ from infra.spec.base import (
 from infra.spec.catalog import gpu_model
 from infra.spec.clouds import MACHINES, Machine, machine
 from infra.spec.clouds.aws import EFA_RESOURCE
+from infra.spec.input.errors import shown
 
 POOL_LABEL = "trainyard.io/pool"
 # Kubernetes supports clusters of at most 5,000 nodes ("Considerations for large clusters",
@@ -262,7 +263,7 @@ class PoolSpec(Strict):
         if isinstance(value, dict) and "levels" not in value:
             for level, label in value.items():
                 if not isinstance(label, str):
-                    raise ValueError(f"{level}: {label!r} is not a node label: give one such as "
+                    raise ValueError(f"{level}: {shown(label)} is not a node label: give one such as "
                                      "topology.kubernetes.io/rack")
                 try:
                     dns_label(str(level))

@@ -72,7 +72,7 @@ MANAGED_PROMETHEUS_NEED = "observability (Prometheus' remote write to the manage
 
 def capability_problem(value: str) -> str | None:
     """Why `value` is not a capability of the vocabulary, or None."""
-    if _CAPABILITY.match(value):
+    if _CAPABILITY.fullmatch(value):
         return None
     return f"'{value}' is not a capability: use one of {VOCABULARY}"
 

@@ -161,7 +161,7 @@ class EksLogin(Strict):
     @classmethod
     def _roles(cls, entries: dict[str, list[str]]) -> dict[str, list[str]]:
         for arn, groups in entries.items():
-            if not re.match(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$", arn):
+            if not re.fullmatch(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/\S+$", arn):
                 raise ValueError(f"'{arn}' is not an IAM role ARN (arn:aws:iam::<account>:role/<name>)")
             if not groups:
                 raise ValueError(f"{arn}: list the groups the role logs in as")

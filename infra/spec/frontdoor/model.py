@@ -23,13 +23,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from infra.spec.base import Strict
+from infra.spec.base import SecretName, Strict
 from infra.spec.teams import GroupName
 
 HOST_LIMIT = 253  # RFC 1123: a DNS name's length
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _EMAIL = re.compile(r"^[^@\s]+@[a-z0-9.-]+\.[a-z]+$")
-_OBJECT_NAME = r"^[a-z0-9][-a-z0-9.]*$"  # a Kubernetes Secret's name
 LETS_ENCRYPT = "https://acme-v02.api.letsencrypt.org/directory"
 # Google's sign-in issuer: its ID tokens carry no groups claim, so no web right could come from a group.
 GOOGLE_ISSUER = "https://accounts.google.com"
@@ -123,7 +122,7 @@ class CorporateCa(Strict):
     """Certificates signed by the corporate CA (cert-manager ClusterIssuer `ca`): `secretName` is the Secret in
     the cert-manager namespace holding the CA's `tls.crt` and `tls.key`, created by the site."""
 
-    secret_name: str = Field(alias="secretName", pattern=_OBJECT_NAME)
+    secret_name: SecretName = Field(alias="secretName")
 
 
 class Tls(Strict):
@@ -133,7 +132,7 @@ class Tls(Strict):
 
     acme: Acme | None = None
     ca: CorporateCa | None = None
-    secret_name: str | None = Field(default=None, alias="secretName", pattern=_OBJECT_NAME)
+    secret_name: SecretName | None = Field(default=None, alias="secretName")
 
     @model_validator(mode="after")
     def _one(self) -> Tls:
@@ -269,7 +268,7 @@ class Ldap(Strict):
 
     host: str
     tls: Literal["ldaps", "startTLS"] = "ldaps"
-    ca_secret_name: str | None = Field(default=None, alias="caSecretName", pattern=_OBJECT_NAME)
+    ca_secret_name: SecretName | None = Field(default=None, alias="caSecretName")
     bind_dn: str = Field(alias="bindDN")
     user_search: UserSearch = Field(alias="userSearch")
     group_search: GroupSearch = Field(alias="groupSearch")

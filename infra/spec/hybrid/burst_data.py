@@ -14,14 +14,13 @@ lists the registries its nodes pull from, with the pull Secret of a private one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import Field, field_validator
 
-from infra.spec.base import Cidr, Strict
+from infra.spec.base import Cidr, SecretName, Strict
 from infra.spec.clouds import CLOUD_STORAGE
-from infra.spec.names import dns1123_subdomain
 from infra.spec.policy import RegistryPrefix
 from infra.spec.prerequisites import Need, Provision
 from infra.spec.storage.model import TEAM_DATA_ACCOUNT, Bucket
@@ -36,16 +35,6 @@ KINDS = ("datasets", "checkpoints")
 CONFIG_MAP = "trainyard-data"  # in each bursting team namespace on the worker: where its jobs' data is
 # Team bucket URIs per storage profile (Rook's object store speaks S3).
 SCHEME = {"rook-ceph": "s3", **{profile: cloud.bucket_scheme for profile, cloud in CLOUD_STORAGE.items()}}
-
-
-def _secret_name(value: str) -> str:
-    problems = dns1123_subdomain(value)
-    if problems:
-        raise ValueError(f"'{value}' is not a Secret name: {'; '.join(problems)}")
-    return value
-
-
-SecretName = Annotated[str, AfterValidator(_secret_name)]
 
 
 class ManagerStore(Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Sequence
 from types import UnionType
@@ -10,14 +11,22 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+# Control characters and line breaks (a YAML block scalar's final newline, a tab) shown escaped: the error stays one
+# line, and the user sees what is in the value.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    return _CONTROL.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
+
 
 class SpecError(Exception):
     """Raised for any stack-file mistake; str() is the one line the CLI prints."""
 
     def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
+        self.path = one_line(path)
+        self.message = one_line(message)
+        super().__init__(f"{self.path}: {self.message}" if self.path else self.message)
 
 
 # Entries pydantic adds to an error location for union members and validators, not stack-file keys.
@@ -100,8 +109,14 @@ _TYPE_WORDS = {
 }
 
 
-def _shown(value: object) -> str:
-    text = repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+def shown(value: object) -> str:
+    """A value as the user wrote it in YAML: text quoted, null, true/false, lists and mappings in flow style."""
+    if isinstance(value, str):
+        text = repr(value)
+    elif value is None or isinstance(value, bool | list | dict):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -118,15 +133,15 @@ def _message(first: Any, known: Sequence[str]) -> str:
     if kind == "string_pattern_mismatch":
         pattern = str((first.get("ctx") or {}).get("pattern", ""))
         words = PATTERN_WORDS.get(pattern, "a value of the documented form (docs/stack-reference.md)")
-        return f"{_shown(value)} has the wrong form: give {words}"
+        return f"{shown(value)} has the wrong form: give {words}"
     if kind in _TYPE_WORDS:
         if isinstance(value, bool):
-            return (f"{_shown(value)} is a boolean (YAML reads yes/no/on/off/true/false as booleans): give "
+            return (f"{shown(value)} is a boolean (YAML reads yes/no/on/off/true/false as booleans): give "
                     f"{_TYPE_WORDS[kind]}")
-        return f"{_shown(value)} is not {_TYPE_WORDS[kind]}: give {_TYPE_WORDS[kind]}"
+        return f"{shown(value)} is not {_TYPE_WORDS[kind]}: give {_TYPE_WORDS[kind]}"
     message = str(first["msg"]).removeprefix("Value error, ")
     if kind.startswith(("greater_than", "less_than", "too_short", "too_long", "literal_error", "enum")):
-        return f"{_shown(value)}: {message[0].lower()}{message[1:]}"
+        return f"{shown(value)}: {message[0].lower()}{message[1:]}"
     return message
 
 

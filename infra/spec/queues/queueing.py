@@ -59,6 +59,8 @@ class WaitForPodsReady(Strict):
 class PriorityClass(Strict):
     """A Kueue WorkloadPriorityClass; jobs pick one with the label kueue.x-k8s.io/priority-class."""
 
+    multiline = frozenset({"description"})  # free text, shown as written
+
     value: Int32
     description: str = Field(default="", max_length=2048)
 

@@ -106,7 +106,7 @@ class StorageSpec(Strict):
     @field_validator("region")
     @classmethod
     def _region(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^[a-z0-9-]+$", value):
+        if value is not None and not re.fullmatch(r"^[a-z0-9-]+$", value):
             raise ValueError(f"'{value}' is not a cloud region name "
                              "(examples: eu-west-1, europe-west4, westeurope)")
         return value
