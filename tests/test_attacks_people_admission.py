@@ -70,7 +70,7 @@ ROUTES = [
     {"apiVersion": "networking.istio.io/v1", "kind": "VirtualService", "metadata": {"name": "mine",
                                                                                    "namespace": "vision-models"},
      "spec": {"hosts": ["*"], "gateways": ["kubeflow/kubeflow-gateway"],
-              "http": [{"route": [{"destination": {"host": "train-eval-predictor.vision-models.svc.cluster.local"}}]}]}},
+              "http": [{"route": [{"destination": {"host": "train-eval-predictor.vision-models.svc"}}]}]}},
     {"apiVersion": "networking.istio.io/v1", "kind": "Gateway", "metadata": {"name": "mine", "namespace": "vision"},
      "spec": {"selector": {"istio": "ingressgateway"}, "servers": [{"port": {"number": 80, "name": "http",
                                                                              "protocol": "HTTP"}, "hosts": ["*"]}]}},
@@ -143,7 +143,10 @@ def test_a_pipeline_steps_pod_meets_every_pod_rule(served: Served, attack: str) 
 
 # --- a predictor's pod, as KServe's Deployment creates it -------------------------------------------------------------
 
-@pytest.mark.parametrize("attack", [a for a in STEP_ATTACKS if a not in ("a GPU outside Kueue", "tolerates every taint")])
+POOL_RIGHTS = ("a GPU outside Kueue", "tolerates every taint")
+
+
+@pytest.mark.parametrize("attack", [a for a in STEP_ATTACKS if a not in POOL_RIGHTS])
 def test_a_predictors_pod_meets_every_pod_rule(served: Served, attack: str) -> None:
     """A GPU and the serving pool's toleration are a predictor's right on its pool (tests/test_serving.py)."""
     runtime, storage = _runtime_and_storage(served)
