@@ -7,6 +7,7 @@ What it reaches must be exactly what docs/pipelines.md and docs/access.md promis
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -51,6 +52,16 @@ def _workloads(rendered: tuple[Obj, ...]) -> list[tuple[str, str, dict[str, str]
 
 
 def reached(stack: str) -> set[tuple[str, str, int]]:
+    return _reach(stack)[0]
+
+
+def tried(stack: str) -> set[tuple[str, str]]:
+    return _reach(stack)[1]
+
+
+@functools.cache
+def _reach(stack: str) -> tuple[set[tuple[str, str, int]], set[tuple[str, str]]]:
+    """(what a pod of A reaches, every (namespace, workload) it tried)."""
     w = world(stack)
     rendered = w.objects
     policies = [o for o in rendered if o["kind"] == "NetworkPolicy"]
@@ -68,7 +79,7 @@ def reached(stack: str) -> set[tuple[str, str, int]]:
             source = Pod(ns, labels, ns_labels[ns])
             found |= {(tns, name, port) for tns, name, target, ports in targets for port in ports
                       if connects(policies, source, target, port)}
-    return found
+    return found, {(ns, name) for ns, name, _, _ in targets}
 
 
 @pytest.mark.parametrize("stack", MULTI_TEAM)
@@ -78,6 +89,20 @@ def test_a_team_pod_reaches_only_what_is_promised_to_it(stack: str) -> None:
     # the neighbours: Pipelines' API and the Trainer's status port are reached, so the evaluation can say yes
     assert {("kubeflow", "ml-pipeline", 8888), ("kubeflow-system", "kubeflow-trainer-controller-manager", 10443)} \
         <= got
+
+
+@pytest.mark.parametrize("stack", MULTI_TEAM)
+def test_the_people_layers_internals_and_every_other_team_were_tried(stack: str) -> None:
+    """Not reaching them means something only if they were among the targets: Grafana, each other team's
+    prom-label-proxy, model registry and its database, Pipelines' MySQL, and the other teams' own pods."""
+    w, names = world(stack), tried(stack)
+    others = {t.name for t in w.platform.teams} - {w.team}
+    expected = {("monitoring", f"prom-label-proxy-{team}") for team in others}
+    expected |= {(f"{team}-models", "model-registry-deployment") for team in others}
+    expected |= {(f"{team}-models", "model-registry-db") for team in others}
+    expected |= {("kubeflow", "mysql")} | {(team, "team pod") for team in others}
+    assert expected - names == set(), f"{stack}: never tried {sorted(expected - names)}"
+    assert any(ns == "monitoring" and "grafana" in name for ns, name in names), stack
 
 
 def test_a_namespace_without_the_team_label_is_no_team_pod() -> None:
