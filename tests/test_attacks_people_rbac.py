@@ -18,6 +18,7 @@ from tests.people_layer import (
     MULTI_TEAM,
     PIPELINES,
     RBAC,
+    READS,
     WRITES,
     World,
     namespaced_resources,
@@ -80,6 +81,30 @@ def test_no_identity_of_a_team_reads_or_changes_anything_in_another_teams_namesp
         (f"web {ANALYST_WEB}", "list", PIPELINES, "runs", ns),
     ]:
         assert _can(w, _who(w, name), verb, group, resource, where), (stack, name, verb, resource, where)
+
+
+# Upstream's version ConfigMaps, readable by every signed-in identity (a Role limited to that one name, bound to
+# system:authenticated by the Pipelines and Trainer manifests): (namespace, Role and ConfigMap name).
+PUBLIC_VERSIONS = {("kubeflow", "kubeflow-pipelines-public"), ("kubeflow-system", "kubeflow-trainer-public")}
+
+
+@pytest.mark.parametrize("stack", MULTI_TEAM)
+def test_no_identity_of_a_team_reaches_into_the_platforms_namespaces(stack: str) -> None:
+    """Pipelines', KServe's, the front door's, Grafana's and the operators' namespaces: nothing but reading the
+    public version ConfigMaps (the authorizer answers for some object; the Roles name that one object only)."""
+    w = world(stack)
+    platform_ns = sorted({o["metadata"]["name"] for o in w.objects if o["kind"] == "Namespace"}
+                         - {*w.own, *w.others})
+    assert {"kubeflow", "istio-system", "monitoring"} <= set(platform_ns)
+    reached = {(ns, f"{group}/{resource}", verb) for _, who in w.attackers for ns in platform_ns
+               for group, resource in namespaced_resources(w.objects) for verb in EVERY_VERB
+               if _can(w, who, verb, group, resource, ns)}
+    public = {ns for ns, _ in PUBLIC_VERSIONS if ns in platform_ns}
+    assert reached == {(ns, "/configmaps", verb) for ns in public for verb in READS}, stack
+    roles = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["rules"] for o in w.objects if o["kind"] == "Role"}
+    assert set(roles) >= PUBLIC_VERSIONS, stack
+    for key in PUBLIC_VERSIONS:
+        assert [rule.get("resourceNames") for rule in roles[key]] == [[key[1]]], key
 
 
 @pytest.mark.parametrize("stack", MULTI_TEAM)
