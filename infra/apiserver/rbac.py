@@ -143,7 +143,8 @@ class Authorizer:
     def __init__(self, cluster_objects: Iterable[dict[str, Any]]) -> None:
         cluster_roles: list[dict[str, Any]] = []
         self._roles: dict[str, list[dict[str, Any]]] = {}
-        self._bindings: list[dict[str, Any]] = []
+        self._bindings: dict[str, list[dict[str, Any]]] = {}  # namespace -> its RoleBindings
+        self._cluster_bindings: list[dict[str, Any]] = []  # apply in every namespace and to cluster-scoped objects
         for obj in cluster_objects:
             kind, meta = obj.get("kind"), obj.get("metadata", {})
             if not str(obj.get("apiVersion", "")).startswith("rbac.authorization.k8s.io/"):
@@ -152,25 +153,32 @@ class Authorizer:
                 cluster_roles.append(obj)
             elif kind == "Role":
                 self._roles[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = list(obj.get("rules") or [])
-            elif kind in ("RoleBinding", "ClusterRoleBinding"):
-                self._bindings.append(obj)
+            elif kind == "RoleBinding":
+                self._bindings.setdefault(meta.get("namespace", ""), []).append(obj)
+            elif kind == "ClusterRoleBinding":
+                self._cluster_bindings.append(obj)
         self._roles |= {f"/{name}": rules for name, rules in aggregated(cluster_roles).items()}
+        self._granted: dict[tuple[Identity, str], list[dict[str, Any]]] = {}
 
     def allows(self, identity: Identity, verb: str, group: str, resource: str, namespace: str) -> bool:
         """Whether any binding that names the identity grants `verb` on `group/resource` in `namespace` ("" for a
         cluster-scoped object): ClusterRoleBindings everywhere, RoleBindings in their own namespace."""
         if MASTERS in identity.groups:
             return True
-        for binding in self._bindings:
-            meta = binding.get("metadata", {})
-            if binding["kind"] == "RoleBinding" and (not namespace or meta.get("namespace") != namespace):
-                continue
+        return any(_rule_allows(rule, verb, group, resource) for rule in self._rules_of(identity, namespace))
+
+    def _rules_of(self, identity: Identity, namespace: str) -> list[dict[str, Any]]:
+        """The rules of every binding that names the identity and applies in `namespace`, found once per pair (a
+        matrix of questions asks the same pair for every verb and resource)."""
+        key = (identity, namespace)
+        if key not in self._granted:
+            applying = [*self._cluster_bindings, *(self._bindings.get(namespace, []) if namespace else [])]
             # a ClusterRoleBinding has no namespace (the API server drops one): its subjects get no default
-            if not any(_subject_matches(s, identity, meta.get("namespace", "")) for s in binding.get("subjects") or []):
-                continue
-            if any(_rule_allows(rule, verb, group, resource) for rule in self._roles.get(_role_key(binding), [])):
-                return True
-        return False
+            self._granted[key] = [rule for binding in applying
+                                  if any(_subject_matches(s, identity, binding.get("metadata", {}).get("namespace", ""))
+                                         for s in binding.get("subjects") or [])
+                                  for rule in self._roles.get(_role_key(binding), [])]
+        return self._granted[key]
 
 
 def forbidden(identity: Identity, verb: str, group: str, resource: str, namespace: str, name: str) -> str:
