@@ -18,7 +18,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
-from infra.apiserver.core_rules import core_problems
+from infra.apiserver.core_rules import core_problems, template_problems
 from infra.components import crd_directories
 from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
@@ -190,7 +190,7 @@ def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
         if value is not None and not (isinstance(value, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
             problems.append(f"metadata.{key}: must be a mapping of strings to strings")
-    return problems
+    return problems + template_problems(obj)
 
 
 @functools.cache

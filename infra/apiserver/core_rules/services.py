@@ -1,8 +1,6 @@
-"""What the API server refuses in core kinds beyond their OpenAPI schema (k8s.io/kubernetes/pkg/apis/core/validation,
-validation.go): the rules a rendered object has been seen to break, each as the server words its field path.
-
-- Service: `spec.ports` is required unless the Service is headless (`clusterIP: None`) or of type ExternalName; with
-  more than one port each needs a `name`, and no two the same name.
+"""What the API server refuses in a Service beyond its OpenAPI schema (k8s.io/kubernetes/pkg/apis/core/validation,
+validation.go ValidateService): `spec.ports` is required unless the Service is headless (`clusterIP: None`) or of
+type ExternalName; with more than one port each needs a `name`, and no two the same name.
 """
 
 from __future__ import annotations
@@ -26,11 +24,3 @@ def service_problems(obj: dict[str, Any]) -> list[str]:
         seen.add(name)
     return problems
 
-
-RULES = {"Service": service_problems}
-
-
-def core_problems(obj: dict[str, Any]) -> list[str]:
-    """The API server's own refusals of a core object that its schema lets through."""
-    rule = RULES.get(str(obj.get("kind", ""))) if obj.get("apiVersion") == "v1" else None
-    return rule(obj) if rule is not None else []
