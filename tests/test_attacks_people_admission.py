@@ -14,12 +14,8 @@ import pytest
 
 from infra.apiserver.admit import answer
 from infra.apiserver.identity import service_account
-from infra.apiserver.quota import Quotas
-from infra.apiserver.review import Reviewer
-from infra.apiserver.state import ClusterState
 from infra.offline import engine
 from infra.spec import Platform
-from tests.conftest import kube_objects
 from tests.pipelines import ARGO_CONTROLLER, QUEUE, image, step_pod, step_trainjob
 from tests.test_serving import (
     CONTROLLER_GROUPS,
@@ -27,6 +23,7 @@ from tests.test_serving import (
     _crds,
     _example,
     _runtime_and_storage,
+    created_by,
     predictor_pod,
     served,
 )
@@ -44,18 +41,6 @@ def _admit(s: Served, obj: dict[str, Any], as_: str = "ml-engineer:vision") -> l
 
 def _refused(lines: list[str], why: str = "") -> bool:
     return bool(lines) and all(line.startswith("refused") for line in lines) and any(why in line for line in lines)
-
-
-def _created_by(s: Served, pod: dict[str, Any], user: str, groups: tuple[str, ...]) -> list[str]:
-    """A controller's Pod create: every admission rule, then the namespace's quota."""
-    platform, capture = s
-    rendered = kube_objects(capture)
-    cluster = ClusterState([*rendered, pod])
-    crds = _crds(platform)
-    crds.install(o for o in rendered if o["kind"] == "CustomResourceDefinition")
-    verdict = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes).review(
-        pod, user=user, groups=groups)
-    return [r.line() for r in verdict.refusals or Quotas(cluster, rendered).review(pod)]
 
 
 def _service(kind: str) -> dict[str, Any]:
@@ -137,8 +122,8 @@ def _changed(pod: dict[str, Any], spec: dict[str, Any], container: dict[str, Any
 @pytest.mark.parametrize("attack", STEP_ATTACKS)
 def test_a_pipeline_steps_pod_meets_every_pod_rule(served: Served, attack: str) -> None:
     pod = step_pod("vision", image(served[0]))
-    assert _created_by(served, pod, ARGO_CONTROLLER, ARGO_GROUPS) == []
-    assert _created_by(served, _changed(pod, *STEP_ATTACKS[attack]), ARGO_CONTROLLER, ARGO_GROUPS) != []
+    assert created_by(served, pod, ARGO_CONTROLLER, ARGO_GROUPS) == []
+    assert created_by(served, _changed(pod, *STEP_ATTACKS[attack]), ARGO_CONTROLLER, ARGO_GROUPS) != []
 
 
 # --- a predictor's pod, as KServe's Deployment creates it -------------------------------------------------------------
@@ -151,9 +136,9 @@ def test_a_predictors_pod_meets_every_pod_rule(served: Served, attack: str) -> N
     """A GPU and the serving pool's toleration are a predictor's right on its pool (tests/test_serving.py)."""
     runtime, storage = _runtime_and_storage(served)
     pod = predictor_pod(_example(), runtime, storage)
-    assert _created_by(served, pod, REPLICASET_CONTROLLER, CONTROLLER_GROUPS) == []
+    assert created_by(served, pod, REPLICASET_CONTROLLER, CONTROLLER_GROUPS) == []
     changed = _changed(pod, *STEP_ATTACKS[attack])
-    assert _created_by(served, changed, REPLICASET_CONTROLLER, CONTROLLER_GROUPS) != []
+    assert created_by(served, changed, REPLICASET_CONTROLLER, CONTROLLER_GROUPS) != []
 
 
 def test_a_predictors_pod_in_a_training_namespace_is_refused_a_gpu(served: Served) -> None:
@@ -161,7 +146,7 @@ def test_a_predictors_pod_in_a_training_namespace_is_refused_a_gpu(served: Serve
     pod = predictor_pod(_example(), runtime, storage)
     pod["metadata"]["namespace"] = "vision"
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 1
-    assert any("Kueue" in line for line in _created_by(served, pod, REPLICASET_CONTROLLER, CONTROLLER_GROUPS))
+    assert any("Kueue" in line for line in created_by(served, pod, REPLICASET_CONTROLLER, CONTROLLER_GROUPS))
 
 
 # --- past the front door ------------------------------------------------------------------------------------------

@@ -149,14 +149,17 @@ def predictor_pod(isvc: dict[str, Any], runtime: dict[str, Any], storage: dict[s
                      "volumes": [{"name": mount["name"], "emptyDir": {}}]}}
 
 
-def _created_by_kserve(served: Any, pod: dict[str, Any]) -> list[str]:
+def created_by(served: Any, pod: dict[str, Any], user: str = REPLICASET_CONTROLLER,
+               groups: tuple[str, ...] = CONTROLLER_GROUPS) -> list[str]:
+    """A controller's Pod create (KServe's predictors: the ReplicaSet controller's): every admission rule, then the
+    namespace's quota."""
     platform, capture = served
     rendered = kube_objects(capture)
     cluster = ClusterState([*rendered, pod])
     crds = _crds(platform)
     crds.install(o for o in rendered if o["kind"] == "CustomResourceDefinition")
     verdict = Reviewer(platform.spec.versions, crds, cluster, platform.queueing.exclude_resource_prefixes).review(
-        pod, user=REPLICASET_CONTROLLER, groups=CONTROLLER_GROUPS)
+        pod, user=user, groups=groups)
     return [r.line() for r in verdict.refusals or Quotas(cluster, rendered).review(pod)]
 
 
@@ -168,14 +171,14 @@ def _runtime_and_storage(served: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_the_examples_predictor_pod_passes_psa_restricted_and_every_policy(served: Any) -> None:
     runtime, storage = _runtime_and_storage(served)
-    assert _created_by_kserve(served, predictor_pod(_example(), runtime, storage)) == []
+    assert created_by(served, predictor_pod(_example(), runtime, storage)) == []
 
 
 def test_upstreams_storage_initializer_would_be_refused_by_psa_restricted(served: Any) -> None:
     runtime, storage = _runtime_and_storage(served)
     upstream = copy.deepcopy(storage)
     del upstream["spec"]["container"]["securityContext"]
-    refusals = _created_by_kserve(served, predictor_pod(_example(), runtime, upstream))
+    refusals = created_by(served, predictor_pod(_example(), runtime, upstream))
     assert refusals and any("restricted" in line or "runAsNonRoot" in line for line in refusals)
 
 
@@ -193,17 +196,17 @@ def _gpu_isvc(namespace: str = "nlp-models", pool: str = "l40s", gpus: int = 1) 
 
 def test_a_gpu_predictor_pod_runs_outside_kueue_in_the_models_namespace_only(served: Any) -> None:
     runtime, storage = _runtime_and_storage(served)
-    assert _created_by_kserve(served, predictor_pod(_gpu_isvc(), runtime, storage)) == []
+    assert created_by(served, predictor_pod(_gpu_isvc(), runtime, storage)) == []
     elsewhere = predictor_pod(_gpu_isvc(namespace="nlp"), runtime, storage)
     assert any("a Pod that requests GPUs must be created by a Job that Kueue admitted" in line
-               for line in _created_by_kserve(served, elsewhere))
+               for line in created_by(served, elsewhere))
 
 
 def test_a_predictor_pod_off_its_teams_serving_pool_is_refused(served: Any) -> None:
     runtime, storage = _runtime_and_storage(served)
     pod = predictor_pod(_gpu_isvc(), runtime, storage)
     pod["spec"]["nodeSelector"] = {"trainyard.io/pool": "h100"}
-    refusals = _created_by_kserve(served, pod)
+    refusals = created_by(served, pod)
     assert any(SERVING + "a predictor pod runs on its team's serving pool" in line for line in refusals)
 
 

@@ -156,23 +156,18 @@ def pod_spec_problems(spec: Any, path: str, injected: Iterable[str] = ()) -> lis
     if not containers:
         problems.append(required(f"{path}.containers"))
     names: set[str] = set()
-    for i, container in enumerate(containers):
-        container, where = mapping(container), f"{path}.containers[{i}]"
-        problems += _container(container, volumes, where)
-        name = text(container.get("name"))
-        if name in names:
-            problems.append(duplicate(f"{where}.name", name))
-        names.add(name)
-        if "restartPolicy" in container:
-            problems.append(forbidden(f"{where}.restartPolicy", "may not be set for non-init containers"))
-    for i, container in enumerate(init):
-        container, where = mapping(container), f"{path}.initContainers[{i}]"
-        problems += _container(container, volumes, where)
-        name = text(container.get("name"))
-        if name in names:
-            problems.append(duplicate(f"{where}.name", name))
-        elif name:
-            names.add(name)
+    for field, listed in (("containers", containers), ("initContainers", init)):
+        for i, container in enumerate(listed):
+            container, where = mapping(container), f"{path}.{field}[{i}]"
+            problems += _container(container, volumes, where)
+            name = text(container.get("name"))
+            if name in names:
+                problems.append(duplicate(f"{where}.name", name))
+            # an unnamed init container is refused for its name alone, not as a duplicate of the next one
+            elif name or field == "containers":
+                names.add(name)
+            if field == "containers" and "restartPolicy" in container:
+                problems.append(forbidden(f"{where}.restartPolicy", "may not be set for non-init containers"))
     policy = restart_policy(spec)
     if policy not in RESTART_POLICIES:
         problems.append(not_supported(f"{path}.restartPolicy", policy, RESTART_POLICIES))
