@@ -42,7 +42,7 @@ class Reviewer:
 
     def schema(self, obj: dict[str, Any]) -> list[Refusal]:
         if is_custom(obj, self.crds):
-            problems = check_custom(obj, self.crds) if self.crds is not None else []
+            problems = check_custom(obj, self.crds, self.cluster.runtime) if self.crds is not None else []
         elif self.crds is not None and not is_core_kind(obj, self.versions.kubernetes):
             # A kind neither Kubernetes serves nor a CRD of the cluster defines: the API server has no such resource.
             problems = [f'no matches for kind "{obj.get("kind")}" in version "{obj.get("apiVersion")}": the stack '

@@ -18,7 +18,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
-from infra.apiserver.core_rules import core_problems, template_problems
+from infra.apiserver.core_rules import RuntimeLookup, core_problems, template_problems
 from infra.components import crd_directories
 from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
@@ -171,7 +171,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message[:240]}"
 
 
-def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
+def check_custom(obj: dict[str, Any], index: CrdIndex, runtimes: RuntimeLookup | None = None) -> list[str]:
+    """The CRD schema's refusals, and those of the Jobs a controller will make of the object (`runtimes`: the
+    cluster's training runtimes, for a TrainJob's)."""
     schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", ""))
     if schema is None:
         return [f"no CRD for {obj.get('apiVersion')} {obj.get('kind')} in the pinned CRD directories"]
@@ -190,7 +192,7 @@ def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
         if value is not None and not (isinstance(value, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
             problems.append(f"metadata.{key}: must be a mapping of strings to strings")
-    return problems + template_problems(obj)
+    return problems + template_problems(obj, runtimes)
 
 
 @functools.cache

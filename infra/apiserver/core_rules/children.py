@@ -20,12 +20,17 @@ from infra.apiserver.core_rules.workloads import job_spec_problems
 JOBSET_DEFAULT_RESTART = "OnFailure"
 
 
+def claim_names(spec: dict[str, Any]) -> list[str]:
+    """The claim volumes the JobSet controller adds to the pods of the JobSet spec (volumeClaimPolicies)."""
+    return [text(mapping(mapping(template).get("metadata")).get("name"))
+            for policy in items(spec.get("volumeClaimPolicies"))
+            for template in items(mapping(policy).get("templates"))]
+
+
 def jobset_spec_problems(spec: Any, path: str, child: str) -> list[str]:
     """The refusals of the Jobs a JobSet spec at `path` makes, each followed by `child` (who would refuse)."""
     spec = mapping(spec)
-    claims = [text(mapping(mapping(template).get("metadata")).get("name"))
-              for policy in items(spec.get("volumeClaimPolicies"))
-              for template in items(mapping(policy).get("templates"))]
+    claims = claim_names(spec)
     problems: list[str] = []
     for i, job in enumerate(items(spec.get("replicatedJobs"))):
         job_spec = mapping(mapping(job).get("template")).get("spec")
