@@ -138,3 +138,20 @@ def test_admit_refuses_a_trainjob_whose_jobs_would_be_refused(tmp_path: Path,
     out = capsys.readouterr().out
     assert "refused TrainJob/vision/resnet-imagenet: schema: spec.trainer.resourcesPerNode: the 'node' Jobs the " \
         f"JobSet controller creates for this TrainJob would be refused: {GPU_LIMIT}" in out, out
+
+
+@pytest.mark.usefixtures("repo_runs")
+def test_a_trainjob_whose_jobs_would_be_refused_still_gets_its_own_verdicts(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The API server admits or refuses the TrainJob itself whatever its Jobs will be: its own refusals (here: no
+    LocalQueue named) are given beside those of its Jobs, not hidden behind them."""
+    example = yaml.safe_load((ROOT / "examples" / "torch-distributed" / "trainjob.yaml").read_text(encoding="utf-8"))
+    del example["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"]
+    del example["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(yaml.safe_dump(example), encoding="utf-8")
+    assert main(["admit", "onprem-lab", str(path), "--crds", str(CRDS)]) != 0
+    refused = [line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("refused TrainJob/vision/resnet-imagenet: ")]
+    assert any("resourcesPerNode" in line for line in refused), refused
+    assert any("schema:" not in line and "queue" in line for line in refused), refused

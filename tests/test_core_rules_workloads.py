@@ -1,7 +1,7 @@
 """The API server's refusals of the workload kinds' templates (infra/apiserver/core_rules/workloads.py) and of the
 templates custom resources hand to controllers (children.py): restartPolicy per kind, selectors that must match the
 template's labels, a StatefulSet's and a JobSet's controller-made volumes, a runtime whose Jobs would be refused;
-through check_core/check_custom (what validate, plan and admit call) and through `trainyard admit`."""
+through check_core and schema_findings (what validate and plan call) and through `trainyard admit`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.apiserver.schema import CrdIndex, check_core, check_custom
+from infra.apiserver.schema import CrdIndex, check_core, schema_findings
 from infra.commands import main
 from tests.conftest import CRDS, ROOT, platform_of
 
@@ -151,6 +151,11 @@ def crds() -> CrdIndex:
     return CrdIndex(CRDS, platform_of(STACK).spec.versions.crd_dirs())
 
 
+def _custom(obj: dict[str, Any], crds: CrdIndex) -> list[str]:
+    """What plan and validate find in a custom resource: its own schema's refusals, then its Jobs'."""
+    return [finding.message for finding in schema_findings([obj], crds, K8S)]
+
+
 def _jobset(**pod: Any) -> dict[str, Any]:
     job = {"template": _template(**pod)}
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
@@ -159,8 +164,8 @@ def _jobset(**pod: Any) -> dict[str, Any]:
 
 
 def test_a_jobset_restart_policy_defaults_to_on_failure_always_is_refused(crds: CrdIndex) -> None:
-    assert check_custom(_jobset(), crds) == []  # the JobSet webhook defaults it to OnFailure
-    assert check_custom(_jobset(restartPolicy="Always"), crds) == [
+    assert _custom(_jobset(), crds) == []  # the JobSet webhook defaults it to OnFailure
+    assert _custom(_jobset(restartPolicy="Always"), crds) == [
         'spec.replicatedJobs[0].template.spec.template.spec.restartPolicy: Required value: valid values: '
         '"OnFailure", "Never" (the Jobs the JobSet controller creates from it would be refused)']
 
@@ -172,9 +177,9 @@ def test_a_jobset_pod_mounts_its_volume_claim_policies(crds: CrdIndex) -> None:
     jobset["spec"]["volumeClaimPolicies"] = [{"templates": [
         {"metadata": {"name": "scratch"}, "spec": {"accessModes": ["ReadWriteOnce"],
                                                   "resources": {"requests": {"storage": "1Gi"}}}}]}]
-    assert check_custom(jobset, crds) == []
+    assert _custom(jobset, crds) == []
     jobset["spec"]["volumeClaimPolicies"][0]["templates"][0]["metadata"]["name"] = "cache"
-    assert check_custom(jobset, crds) == [
+    assert _custom(jobset, crds) == [
         'spec.replicatedJobs[0].template.spec.template.spec.containers[0].volumeMounts[0].name: Not found: "scratch" '
         "(the Jobs the JobSet controller creates from it would be refused)"]
 
@@ -190,11 +195,11 @@ def _node(runtime: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_runtime_whose_jobs_the_api_server_refuses_is_refused(crds: CrdIndex) -> None:
     runtime = _runtime()
-    assert check_custom(runtime, crds) == []
+    assert _custom(runtime, crds) == []
     _node(runtime)["resources"] = {"requests": {"nvidia.com/gpu": 8}, "limits": {"nvidia.com/gpu": 8}}
-    assert check_custom(runtime, crds) == []
+    assert _custom(runtime, crds) == []
     _node(runtime)["resources"]["requests"]["nvidia.com/gpu"] = 9
-    assert check_custom(runtime, crds) == [
+    assert _custom(runtime, crds) == [
         "spec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.requests: Invalid "
         'value: "9": must be equal to nvidia.com/gpu limit of 8 (every TrainJob on this runtime fails: the Jobs the '
         "JobSet controller creates for it would be refused)"]

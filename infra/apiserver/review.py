@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.apiserver import crd_rules, podsecurity, queues, vap, webhooks
+from infra.apiserver.core_rules import template_problems
 from infra.apiserver.schema import CrdIndex, check_core, check_custom, is_core_kind, is_custom
 from infra.apiserver.state import ClusterState
 from infra.apiserver.verdict import Refusal, Unchecked
@@ -42,7 +43,7 @@ class Reviewer:
 
     def schema(self, obj: dict[str, Any]) -> list[Refusal]:
         if is_custom(obj, self.crds):
-            problems = check_custom(obj, self.crds, self.cluster.runtime) if self.crds is not None else []
+            problems = check_custom(obj, self.crds) if self.crds is not None else []
         elif self.crds is not None and not is_core_kind(obj, self.versions.kubernetes):
             # A kind neither Kubernetes serves nor a CRD of the cluster defines: the API server has no such resource.
             problems = [f'no matches for kind "{obj.get("kind")}" in version "{obj.get("apiVersion")}": the stack '
@@ -83,6 +84,11 @@ class Reviewer:
                                             f"({type(error).__name__}: {str(error)[:120]}): fix the manifest"))
         if obj.get("kind") == "CronJob" and str(obj.get("apiVersion", "")).startswith("batch/") and verdict.admitted:
             verdict = self._scheduled_job(obj, operation, verdict)
+        # The API server admits a JobSet, runtime or TrainJob whatever its Jobs will be; they are judged after every
+        # check of the object itself, so its own verdicts are all given too.
+        if self.crds is not None and is_custom(obj, self.crds):
+            children = template_problems(obj, self.cluster.runtime)
+            verdict.refusals += [Refusal("schema", "", problem) for problem in children]
         return verdict
 
     def _scheduled_job(self, cron_job: dict[str, Any], operation: str, verdict: Verdict) -> Verdict:

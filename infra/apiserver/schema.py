@@ -18,7 +18,7 @@ import yaml
 from kubernetes_validate import utils as kv_utils
 from referencing import Registry, Resource
 
-from infra.apiserver.core_rules import RuntimeLookup, core_problems, template_problems
+from infra.apiserver.core_rules import core_problems, template_problems
 from infra.components import crd_directories
 from infra.kit.manifests import ManifestLoader
 from infra.offline.diskcache import cached, content_key, remembered, source_hash
@@ -171,9 +171,9 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message[:240]}"
 
 
-def check_custom(obj: dict[str, Any], index: CrdIndex, runtimes: RuntimeLookup | None = None) -> list[str]:
-    """The CRD schema's refusals, and those of the Jobs a controller will make of the object (`runtimes`: the
-    cluster's training runtimes, for a TrainJob's)."""
+def check_custom(obj: dict[str, Any], index: CrdIndex) -> list[str]:
+    """The CRD schema's refusals of the object itself (those of the Jobs a controller will make of it:
+    core_rules.template_problems)."""
     schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", ""))
     if schema is None:
         return [f"no CRD for {obj.get('apiVersion')} {obj.get('kind')} in the pinned CRD directories"]
@@ -192,7 +192,7 @@ def check_custom(obj: dict[str, Any], index: CrdIndex, runtimes: RuntimeLookup |
         if value is not None and not (isinstance(value, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
             problems.append(f"metadata.{key}: must be a mapping of strings to strings")
-    return problems + template_problems(obj, runtimes)
+    return problems
 
 
 @functools.cache
@@ -249,7 +249,8 @@ def schema_findings(objects: list[dict[str, Any]], index: CrdIndex | None, k8s_v
             # Without CRD directories, a pinned component's kind that no chart defines stays unchecked.
             schema = index.schema(obj.get("apiVersion", ""), obj.get("kind", "")) if index is not None else None
             known = index is not None and (index.from_dirs or schema is not None)
-            problems = check_custom(obj, index) if index is not None and known else []
+            # a runtime or JobSet whose Jobs the API server would refuse is a platform that cannot run
+            problems = check_custom(obj, index) + template_problems(obj) if index is not None and known else []
         else:
             problems = check_core(obj, k8s_version)
         findings += [Finding("schema", subject, problem) for problem in problems]
