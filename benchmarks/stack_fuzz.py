@@ -90,21 +90,24 @@ def nodes(value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
         yield from nodes(child, (*path, key))
 
 
-def replaced(raw: dict[str, Any], path: Path_, new: Any) -> dict[str, Any]:
+def _copy_and_parent(raw: dict[str, Any], path: Path_) -> tuple[dict[str, Any], Any]:
+    """A deep copy of the mapping, and the node that holds `path` in it."""
     out = copy.deepcopy(raw)
     parent: Any = out
     for step in path[:-1]:
         parent = parent[step]
+    return out, parent
+
+
+def replaced(raw: dict[str, Any], path: Path_, new: Any) -> dict[str, Any]:
+    out, parent = _copy_and_parent(raw, path)
     parent[path[-1]] = copy.deepcopy(new)
     return out
 
 
 def renamed(raw: dict[str, Any], path: Path_, key: str) -> dict[str, Any]:
     """The mapping with the key at `path` renamed, its place kept (ordering can matter to a message)."""
-    out = copy.deepcopy(raw)
-    parent: Any = out
-    for step in path[:-1]:
-        parent = parent[step]
+    out, parent = _copy_and_parent(raw, path)
     items = list(parent.items())
     parent.clear()
     parent.update((key if k == path[-1] else k, v) for k, v in items)

@@ -15,6 +15,7 @@ from infra.spec.base import parse_quantity
 from infra.spec.frontdoor.model import host_problem
 from infra.spec.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
 from tests.conftest import raw_platform
+from tests.edits import set_at
 
 
 @pytest.mark.parametrize("check, value", [
@@ -39,10 +40,7 @@ def test_a_host_with_a_trailing_newline_is_no_dns_name() -> None:
 
 def _with(stack: str, path: tuple[str, ...], value: Any) -> dict[str, Any]:
     raw = raw_platform(stack)
-    node: Any = raw
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
+    set_at(".".join(path), value)(raw)
     return raw
 
 

@@ -9,11 +9,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from infra.spec.input.errors import CONTROL_CHARACTERS
 from infra.spec.names import dns1123_label, dns1123_subdomain, label_value, qualified_name
-
-# A line break or another control character inside a value; text fields that may span lines list themselves in
-# Strict.multiline.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def text_problem(value: str, multiline: bool = False) -> str | None:
@@ -23,7 +20,9 @@ def text_problem(value: str, multiline: bool = False) -> str | None:
     if value != value.strip():
         return (f"{value!r} has space or a line break at its start or end: remove it (a YAML block scalar `|` keeps "
                 "its final newline: write the value plain or with `|-`)")
-    inner = _CONTROL.search(value.replace("\n", "") if multiline else value)
+    # a line break or another control character inside; text fields that may span lines list themselves in
+    # Strict.multiline
+    inner = CONTROL_CHARACTERS.search(value.replace("\n", "") if multiline else value)
     if inner:
         return f"{value!r} holds the control character {inner.group(0)!r}: remove it"
     return None

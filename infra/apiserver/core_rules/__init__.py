@@ -9,7 +9,8 @@ from typing import Any
 
 from infra.apiserver.core_rules import children, workloads
 from infra.apiserver.core_rules.services import service_problems
-from infra.apiserver.core_rules.trainjobs import TRAINER_GROUP, RuntimeLookup, trainjob_problems
+from infra.apiserver.core_rules.trainjobs import RuntimeLookup, trainjob_problems
+from infra.apiserver.state import TRAINER_GROUP
 
 __all__ = ["CORE_RULES", "RuntimeLookup", "core_problems", "template_problems"]
 

@@ -25,14 +25,14 @@ from typing import Any
 from infra.apiserver.core_rules.children import JOBSET_DEFAULT_RESTART, claim_names
 from infra.apiserver.core_rules.fielderrors import items, mapping, text
 from infra.apiserver.core_rules.workloads import job_spec_problems
+from infra.apiserver.state import TRAINER_GROUP
 from infra.apiserver.webhooks.podsets import ANCESTOR_LABEL, patched_runtime
+from infra.apiserver.webhooks.trainer_v2_2 import RUNTIME_KINDS
 
 # (kind, name, namespace) -> the runtime the cluster holds, or None
 RuntimeLookup = Callable[[str, str, str], dict[str, Any] | None]
 Jobs = list[dict[str, Any]]
 
-TRAINER_GROUP = "trainer.kubeflow.org"
-RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 TRAINER, NODE = "trainer", "node"
 INITIALIZERS = {"dataset": "dataset-initializer", "model": "model-initializer"}  # spec.initializer key -> job
 STORAGE_URI = "STORAGE_URI"  # jobset/constants InitializerEnvStorageUri

@@ -13,11 +13,11 @@ from pydantic import BaseModel, ValidationError
 
 # Control characters and line breaks (a YAML block scalar's final newline, a tab) shown escaped: the error stays one
 # line, and the user sees what is in the value.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def one_line(text: str) -> str:
-    return _CONTROL.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
+    return CONTROL_CHARACTERS.sub(lambda match: match.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
 class SpecError(Exception):
